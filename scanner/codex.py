@@ -1,0 +1,474 @@
+"""Incremental parser for Codex CLI rollouts (FORMATS.md §2).
+
+Every line is ``{"timestamp", "type", "payload"}``. The conversation is written twice, once as
+model-visible ``response_item`` records and once as UI ``event_msg`` records; only one stream is
+indexed. Early Rust builds wrote bare records without the envelope; those are read too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import zlib
+from typing import Any
+
+import orjson
+
+from scanner.jsonutil import (
+    ParserStateError,
+    compact_json,
+    first_line_title,
+    loads_line,
+    state_int,
+    state_list,
+    state_str,
+    stats_from_state,
+    stats_to_state,
+    to_epoch_ms,
+)
+from scanner.model import Message, ParseStats, SessionInfo
+
+STATE_VERSION = 1
+# Event-stream messages remembered so that the response_item copy of the same text, arriving
+# later, is not indexed twice. One turn rarely holds more than a few of them.
+RECENT_EVENT_MESSAGES_MAX = 64
+# Tool outputs are sometimes wrapped in JSON several levels deep; stop unwrapping after this.
+OUTPUT_UNWRAP_DEPTH_MAX = 4
+
+# Context Codex sends as "user" messages; `<user_shell_command>` is real input and stays.
+INJECTED_PREFIXES: tuple[str, ...] = (
+    "# AGENTS.md instructions",
+    "<environment_context>",
+    "<user_instructions>",
+    "<INSTRUCTIONS>",
+    "<permissions instructions>",
+)
+RESPONSE_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+    }
+)
+_EVENT_MESSAGE_TYPES = frozenset({"user_message", "agent_message", "agent_reasoning"})
+_ROLLOUT_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+# Stream-dedupe keys: which of the duplicated message kinds a text belongs to.
+_USER, _ASSISTANT, _THINKING = 0, 1, 2
+
+
+def is_injected(text: str) -> bool:
+    """True when a Codex "user" message is injected context rather than something the user typed."""
+    head = text[:128]
+    if head[:1].isspace():
+        head = head.lstrip()
+    return head.startswith(INJECTED_PREFIXES)
+
+
+def read_session_index(data: bytes) -> dict[str, str]:
+    """Thread names from a Codex ``session_index.jsonl``: id → thread_name, the last line per id wins.
+
+    A later line whose thread_name is empty or null clears the earlier one; malformed lines
+    (including lines without a thread_name) are ignored.
+    """
+    names: dict[str, str] = {}
+    for line in data.splitlines():
+        obj = loads_line(line)
+        if type(obj) is not dict:
+            continue
+        thread_id = obj.get("id")
+        if not isinstance(thread_id, str) or not thread_id or "thread_name" not in obj:
+            continue
+        name = obj["thread_name"]
+        if not (name is None or isinstance(name, str)):
+            continue
+        name = name.strip() if name else ""
+        if name:
+            names[thread_id] = name
+        else:
+            names.pop(thread_id, None)
+    return names
+
+
+def _text_hash(code: int, text: str) -> int:
+    data = text.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) | (len(data) << 32) | (code << 62)
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for item in content:
+        if type(item) is dict:
+            text = item.get("text")
+            # input_text / output_text (and "text" in early builds); images carry no text.
+            if isinstance(text, str) and item.get("type") != "input_image":
+                parts.append(text)
+        elif isinstance(item, str):
+            parts.append(item)
+    return "\n".join(parts)
+
+
+def _output_text(output: object, depth: int = 0) -> str:
+    if isinstance(output, str):
+        # Older builds stored {"output": "...", "metadata": {...}} as a JSON string.
+        if output.startswith('{"output"') and depth < OUTPUT_UNWRAP_DEPTH_MAX:
+            try:
+                decoded = orjson.loads(output)
+            except orjson.JSONDecodeError:
+                return output
+            if type(decoded) is dict and "output" in decoded:
+                return _output_text(decoded["output"], depth + 1)
+        return output
+    if output is None:
+        return ""
+    if isinstance(output, list):
+        return _content_text(output)
+    if type(output) is dict and depth < OUTPUT_UNWRAP_DEPTH_MAX:
+        text = output.get("text")
+        if isinstance(text, str):
+            return text
+        for key in ("output", "content"):
+            if key in output:
+                return _output_text(output[key], depth + 1)
+    return compact_json(output)
+
+
+def _arguments_text(arguments: object) -> str:
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        if not arguments:
+            return ""
+        try:
+            decoded = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+        return compact_json(decoded)
+    return compact_json(arguments)
+
+
+def _tool_name(payload: dict[str, Any], default: str) -> str:
+    name = payload.get("name")
+    if isinstance(name, str) and name:
+        return name
+    function = payload.get("function")
+    if type(function) is dict and isinstance(function.get("name"), str) and function["name"]:
+        return str(function["name"])
+    return default
+
+
+class CodexParser:
+    """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser)."""
+
+    agent = "codex"
+
+    def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
+        self.path = path
+        base = os.path.basename(path)
+        stem = base[: -len(".jsonl")] if base.endswith(".jsonl") else os.path.splitext(base)[0]
+        match = _ROLLOUT_UUID.search(stem)
+        self._file_id = match.group(0) if match else stem
+
+        self.stats = ParseStats()
+        self._meta_seen = False
+        self._sid: str | None = None
+        self._parent: str | None = None
+        self._meta_cwd: str | None = None
+        self._turn_cwd: str | None = None
+        self._branch: str | None = None
+        self._started: int | None = None
+        self._updated: int | None = None
+        self._count = 0
+        self._thread_name: str | None = None
+        self._first_user: str | None = None
+        self._items_seen = False  # a response_item message/reasoning was seen: events are ignored
+        self._recent: list[int] = []  # _text_hash of event-stream messages not yet matched
+        self._resume_id = ""
+        self._resume_cache = ""
+        if state is not None:
+            self._restore(state)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
+        return {
+            "v": STATE_VERSION,
+            "meta": self._meta_seen,
+            "sid": self._sid,
+            "parent": self._parent,
+            "meta_cwd": self._meta_cwd,
+            "turn_cwd": self._turn_cwd,
+            "branch": self._branch,
+            "t0": self._started,
+            "t1": self._updated,
+            "n": self._count,
+            "thread_name": self._thread_name,
+            "first_user": self._first_user,
+            "items": self._items_seen,
+            "recent": list(self._recent),
+            "stats": stats_to_state(self.stats),
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
+            raise ParserStateError("not a codex parser state of this version")
+        self._meta_seen = bool(state.get("meta"))
+        self._sid = state_str(state, "sid")
+        self._parent = state_str(state, "parent")
+        self._meta_cwd = state_str(state, "meta_cwd")
+        self._turn_cwd = state_str(state, "turn_cwd")
+        self._branch = state_str(state, "branch")
+        self._started = state_int(state, "t0")
+        self._updated = state_int(state, "t1")
+        self._count = state_int(state, "n") or 0
+        self._thread_name = state_str(state, "thread_name")
+        self._first_user = state_str(state, "first_user")
+        self._items_seen = bool(state.get("items"))
+        self._recent = state_list(state, "recent")
+        if not all(isinstance(h, int) for h in self._recent):
+            raise ParserStateError("state field 'recent' holds non-integers")
+        self.stats = stats_from_state(state.get("stats"))
+
+    # -- session ----------------------------------------------------------------------------
+
+    @property
+    def session(self) -> SessionInfo:
+        """The session as known from the lines fed so far."""
+        session_id = self._sid or self._file_id
+        return SessionInfo(
+            agent=self.agent,
+            session_id=session_id,
+            title=self._thread_name or self._first_user,
+            cwd=self._turn_cwd or self._meta_cwd,
+            branch=self._branch,
+            started_at=self._started,
+            updated_at=self._updated,
+            message_count=self._count,
+            resume_command=self._resume_command(session_id),
+            parent_session_id=self._parent,
+        )
+
+    def _resume_command(self, session_id: str) -> str:
+        # The scanner reads ``session`` after every line; avoid re-quoting an unchanged id.
+        if session_id != self._resume_id:
+            self._resume_id = session_id
+            self._resume_cache = "codex resume " + shlex.quote(session_id)
+        return self._resume_cache
+
+    # -- lines ------------------------------------------------------------------------------
+
+    def feed(self, line: bytes) -> list[Message]:
+        """Parse one line (without its newline) into zero or more Messages. Never raises."""
+        stats = self.stats
+        stats.lines += 1
+        obj = loads_line(line)
+        if type(obj) is not dict:
+            if obj is None and not line.strip():
+                stats.skipped += 1
+            else:
+                stats.malformed += 1
+            return []
+        ts = obj.get("timestamp")
+        ms = to_epoch_ms(ts) if ts is not None else None
+        rtype = obj.get("type")
+        payload = obj.get("payload")
+
+        out: list[Message] | None
+        if type(payload) is dict and isinstance(rtype, str):
+            if rtype == "response_item":
+                out = self._response_item(payload, ms)
+            elif rtype == "event_msg":
+                out = self._event(payload, ms)
+            elif rtype == "session_meta":
+                self._session_meta(payload)
+                out = []
+            elif rtype == "turn_context":
+                cwd = payload.get("cwd")
+                if isinstance(cwd, str) and cwd:
+                    self._turn_cwd = cwd
+                out = []
+            elif rtype == "compacted":
+                summary = payload.get("message")
+                if isinstance(summary, str) and summary and not summary.isspace():
+                    out = [Message("system", "text", summary, ms)]
+                else:
+                    out = []
+            else:
+                out = []
+        elif "record_type" in obj:
+            out = []
+        elif isinstance(rtype, str) and rtype in RESPONSE_ITEM_TYPES:
+            out = self._response_item(obj, ms)
+        elif rtype is None and not self._meta_seen and isinstance(obj.get("id"), str) and "timestamp" in obj:
+            # The bare SessionMeta header of early Rust rollouts.
+            self._session_meta(obj)
+            out = []
+        else:
+            out = None
+
+        if out is None:
+            stats.malformed += 1
+            return []
+        if ms is not None:
+            if self._started is None or ms < self._started:
+                self._started = ms
+            if self._updated is None or ms > self._updated:
+                self._updated = ms
+        if out:
+            self._count += len(out)
+        else:
+            stats.skipped += 1
+        return out
+
+    def _session_meta(self, payload: dict[str, Any]) -> None:
+        # Forks and sub-agent rollouts repeat other threads' meta records later in the file;
+        # the first one is this file's own.
+        if self._meta_seen:
+            return
+        self._meta_seen = True
+        for key in ("id", "session_id"):
+            value = payload.get(key)
+            if isinstance(value, str) and value:
+                self._sid = value
+                break
+        cwd = payload.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            self._meta_cwd = cwd
+        git = payload.get("git")
+        if type(git) is dict:
+            branch = git.get("branch")
+            if isinstance(branch, str) and branch:
+                self._branch = branch
+        for key in ("forked_from_id", "parent_thread_id"):
+            value = payload.get(key)
+            if isinstance(value, str) and value:
+                self._parent = value
+                break
+
+    def _note_user_text(self, text: str) -> None:
+        if self._first_user is None:
+            self._first_user = first_line_title(text)
+
+    def _seen_in_events(self, code: int, text: str) -> bool:
+        """Consume the event-stream copy of ``text`` if there is one (stream dedupe)."""
+        if not self._recent:
+            return False
+        digest = _text_hash(code, text)
+        if digest in self._recent:
+            self._recent.remove(digest)
+            return True
+        return False
+
+    def _count_duplicate(self) -> None:
+        extra = self.stats.extra
+        extra["duplicate_stream"] = extra.get("duplicate_stream", 0) + 1
+
+    def _response_item(self, payload: dict[str, Any], ms: int | None) -> list[Message] | None:
+        ptype = payload.get("type")
+        if ptype == "message":
+            self._items_seen = True
+            role = payload.get("role")
+            text = _content_text(payload.get("content"))
+            if not text or text.isspace():
+                return []
+            if role == "user":
+                if is_injected(text):
+                    return []
+                if self._seen_in_events(_USER, text):
+                    self._count_duplicate()
+                    return []
+                self._note_user_text(text)
+                return [Message("user", "text", text, ms)]
+            if role == "assistant":
+                if self._seen_in_events(_ASSISTANT, text):
+                    self._count_duplicate()
+                    return []
+                return [Message("assistant", "text", text, ms)]
+            return []  # developer / system prompts
+        if ptype == "reasoning":
+            self._items_seen = True
+            return self._reasoning(payload, ms)
+        if ptype == "function_call":
+            name = _tool_name(payload, "function")
+            args = _arguments_text(payload.get("arguments"))
+            return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
+        if ptype == "custom_tool_call":
+            name = _tool_name(payload, "custom_tool")
+            # The input of a custom tool is free text (an apply_patch body), not JSON.
+            raw = payload.get("input")
+            args = raw if isinstance(raw, str) else _arguments_text(raw)
+            return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
+        if ptype == "local_shell_call" or ptype == "web_search_call":
+            name = "local_shell" if ptype == "local_shell_call" else "web_search"
+            action = payload.get("action")
+            args = compact_json(action) if action is not None else ""
+            return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
+        if ptype == "function_call_output" or ptype == "custom_tool_call_output":
+            output = _output_text(payload.get("output"))
+            return [Message("tool", "tool_result", output, ms)] if output else []
+        return []
+
+    def _reasoning(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
+        summary = payload.get("summary")
+        if not isinstance(summary, list):
+            return []
+        parts = [
+            item["text"]
+            for item in summary
+            if type(item) is dict and isinstance(item.get("text"), str) and item["text"]
+        ]
+        text = "\n".join(parts)
+        if not text or text.isspace():
+            return []
+        if self._recent:
+            if self._seen_in_events(_THINKING, text):
+                self._count_duplicate()
+                return []
+            # Some builds emit one agent_reasoning event per summary part.
+            digests = [_text_hash(_THINKING, part) for part in parts]
+            if all(d in self._recent for d in digests):
+                for d in digests:
+                    self._recent.remove(d)
+                self._count_duplicate()
+                return []
+        return [Message("assistant", "thinking", text, ms)]
+
+    def _event(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
+        etype = payload.get("type")
+        if etype == "thread_name_updated":
+            name = payload.get("thread_name")
+            if isinstance(name, str) and name.strip():
+                self._thread_name = name.strip()
+            return []
+        if etype not in _EVENT_MESSAGE_TYPES or self._items_seen:
+            return []
+        text = payload.get("text" if etype == "agent_reasoning" else "message")
+        if not isinstance(text, str) or not text or text.isspace():
+            return []
+        if etype == "user_message":
+            if is_injected(text):
+                return []
+            code = _USER
+            message = Message("user", "text", text, ms)
+            self._note_user_text(text)
+        elif etype == "agent_message":
+            code = _ASSISTANT
+            message = Message("assistant", "text", text, ms)
+        else:
+            code = _THINKING
+            message = Message("assistant", "thinking", text, ms)
+        self._recent.append(_text_hash(code, text))
+        if len(self._recent) > RECENT_EVENT_MESSAGES_MAX:
+            del self._recent[0]
+        return [message]

@@ -1,0 +1,972 @@
+"""Tests for the Claude Code and Codex transcript parsers (scanner.claude, scanner.codex)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from scanner.claude import ClaudeParser
+from scanner.codex import CodexParser, read_session_index
+from scanner.jsonutil import (
+    ParserStateError,
+    compact_json,
+    first_line_title,
+    loads_line,
+    to_epoch_ms,
+)
+from scanner.model import KINDS, ROLES, Message, SessionInfo
+
+AnyParser = ClaudeParser | CodexParser
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+CORPUS = FIXTURES / "corpus"
+QUIRKS = FIXTURES / "quirks"
+SAMPLES = REPO / "samples"
+
+CLAUDE_QUIRKS = QUIRKS / "claude" / "-home-dev-quirks" / "5b3c0a52-8f0e-4d57-9c55-0f5f1f7c2a10.jsonl"
+CLAUDE_SIBLING_AGENT = QUIRKS / "claude" / "-home-dev-legacy" / "agent-3f2a1b.jsonl"
+CLAUDE_SIDECHAIN = QUIRKS / "claude" / "-home-dev-web" / "sidechain-copy.jsonl"
+CLAUDE_SUBAGENT_PARENT = "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f"
+CLAUDE_SUBAGENT = (
+    CORPUS
+    / "claude-code/agent-sessions/claude/subagent"
+    / CLAUDE_SUBAGENT_PARENT
+    / "subagents/agent-a0ad4f44468bdf20d.jsonl"
+)
+CODEX_EVENT_FIRST = (
+    QUIRKS
+    / "codex/sessions/2026/02/03/rollout-2026-02-03T10-00-00-0199c0de-0000-7000-8000-00000000000a.jsonl"
+)
+CODEX_ITEMS_FIRST = (
+    QUIRKS
+    / "codex/sessions/2026/02/04/rollout-2026-02-04T08-30-00-0199c0de-0000-7000-8000-00000000000b.jsonl"
+)
+CODEX_EVENTS_ONLY = (
+    QUIRKS / "codex/archived_sessions/rollout-2026-02-05T07-00-00-0199c0de-0000-7000-8000-00000000000c.jsonl"
+)
+CODEX_LEGACY = (
+    QUIRKS
+    / "codex/sessions/2025/08/20/rollout-2025-08-20T13-20-47-c27a914d-5e6f-4a0b-9c1d-2e3f4a5b6c7d.jsonl"
+)
+CODEX_NO_META = (
+    QUIRKS
+    / "codex/sessions/2026/05/06/rollout-2026-05-06T07-08-09-0199dead-beef-7000-8000-000000000001.jsonl"
+)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def agent_of(path: Path) -> str:
+    """'claude' or 'codex', from the first folder below fixtures/corpus, fixtures/quirks or samples."""
+    for root in (CORPUS, QUIRKS, SAMPLES):
+        if path.is_relative_to(root):
+            top = path.relative_to(root).parts[0]
+            return "codex" if top == "codex" else "claude"
+    raise AssertionError(f"not a fixture: {path}")
+
+
+def make_parser(path: Path, state: dict[str, Any] | None = None) -> AnyParser:
+    if agent_of(path) == "codex":
+        return CodexParser(str(path), state)
+    return ClaudeParser(str(path), state)
+
+
+def file_lines(path: Path) -> list[bytes]:
+    """The lines the scanner would feed: split on newlines, without the empty tail after the last one."""
+    lines = path.read_bytes().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def parse(path: Path) -> tuple[AnyParser, list[Message]]:
+    parser = make_parser(path)
+    messages: list[Message] = []
+    for line in file_lines(path):
+        messages.extend(parser.feed(line))
+    return parser, messages
+
+
+def encode(record: dict[str, Any] | bytes) -> bytes:
+    return record if isinstance(record, bytes) else json.dumps(record, ensure_ascii=False).encode()
+
+
+def feed_all(parser: AnyParser, records: Iterable[dict[str, Any] | bytes]) -> list[Message]:
+    out: list[Message] = []
+    for record in records:
+        out.extend(parser.feed(encode(record)))
+    return out
+
+
+def pairs(messages: list[Message]) -> list[tuple[str, str, str]]:
+    return [(m.role, m.kind, m.text) for m in messages]
+
+
+def roundtrip(state: dict[str, Any]) -> dict[str, Any]:
+    """The state as the indexer stores it: through msgpack and back."""
+    restored = msgpack.unpackb(msgpack.packb(state, use_bin_type=True), raw=False)
+    assert isinstance(restored, dict)
+    return restored
+
+
+def fixture_files() -> list[Path]:
+    files = sorted(CORPUS.rglob("*.jsonl")) + sorted(QUIRKS.rglob("*.jsonl"))
+    files += sorted(SAMPLES.rglob("*.jsonl")) if SAMPLES.is_dir() else []
+    return [f for f in files if not f.name.startswith(("history", "session_index"))]
+
+
+SID = "11111111-2222-4333-8444-555555555555"
+
+
+def claude_line(rtype: str, uuid: str, ts: str = "2026-03-01T10:00:00.000Z", **fields: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "type": rtype,
+        "uuid": uuid,
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/home/dev/app",
+        "sessionId": SID,
+        "version": "2.1.40",
+        "gitBranch": "main",
+        "timestamp": ts,
+    }
+    record.update(fields)
+    return record
+
+
+def claude_user(uuid: str, content: Any, **fields: Any) -> dict[str, Any]:
+    return claude_line("user", uuid, message={"role": "user", "content": content}, **fields)
+
+
+def claude_assistant(
+    uuid: str, msg_id: str | None, blocks: list[dict[str, Any]], **fields: Any
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "model": "claude-sonnet-4-5", "content": blocks}
+    if msg_id is not None:
+        message["id"] = msg_id
+    return claude_line("assistant", uuid, message=message, **fields)
+
+
+def codex_line(rtype: str, payload: dict[str, Any], ts: str = "2026-03-02T09:00:00.000Z") -> dict[str, Any]:
+    return {"timestamp": ts, "type": rtype, "payload": payload}
+
+
+def codex_user(text: str) -> dict[str, Any]:
+    return codex_line(
+        "response_item",
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+    )
+
+
+def codex_event(etype: str, **fields: Any) -> dict[str, Any]:
+    return codex_line("event_msg", {"type": etype, **fields})
+
+
+# -- jsonutil ---------------------------------------------------------------------------------
+
+
+def test_loads_line_returns_none_instead_of_raising() -> None:
+    """Non-JSON, truncated and empty lines give None; JSON of any type is returned as parsed."""
+    assert loads_line(b"{not json") is None
+    assert loads_line(b'{"a": 1') is None
+    assert loads_line(b"") is None
+    assert loads_line(b"NaN") is None
+    assert loads_line(b"[1, 2]") == [1, 2]
+    assert loads_line(b'{"a": "b"}\r') == {"a": "b"}
+
+
+def test_loads_line_repairs_bad_utf8_bom_and_lone_surrogates() -> None:
+    """Invalid UTF-8 bytes, a BOM and unpaired surrogate escapes become U+FFFD instead of losing the line."""
+    assert loads_line(b'{"t": "caf\xe9 ok"}') == {"t": "caf\ufffd ok"}
+    assert loads_line(b'\xef\xbb\xbf{"t": 1}') == {"t": 1}
+    assert loads_line(b'{"t": "cut \\ud83d here"}') == {"t": "cut \ufffd here"}
+    assert loads_line(b'{"t": "pair \\ud83d\\ude00"}') == {"t": "pair \U0001f600"}
+    # An escaped backslash followed by the letters "ud83d" is literal text, not a surrogate.
+    assert loads_line(b'{"t": "\\\\ud83d", "u": "\\udc00"}') == {"t": "\\ud83d", "u": "\ufffd"}
+
+
+def test_to_epoch_ms_accepts_iso_and_epoch_numbers() -> None:
+    """ISO-8601 with Z or offsets and fractions, epoch ms and epoch s all map to epoch ms; garbage to None."""
+    assert to_epoch_ms("2026-03-01T10:00:00.000Z") == 1772359200000
+    assert to_epoch_ms("2026-03-01T10:00:00.123456Z") == 1772359200123
+    assert to_epoch_ms("2026-03-01T12:00:00+02:00") == 1772359200000
+    assert to_epoch_ms("2026-03-01T10:00:00") == 1772359200000
+    assert to_epoch_ms(1772359200000) == 1772359200000
+    assert to_epoch_ms(1772359200) == 1772359200000
+    assert to_epoch_ms(1772359200.25) == 1772359200250
+    for garbage in ("[trimmed for fixture]", "", None, True, 42, float("nan"), [], {"t": 1}):
+        assert to_epoch_ms(garbage) is None
+
+
+def test_first_line_title_takes_first_nonblank_line_and_truncates() -> None:
+    """Titles are the first non-blank line, stripped, at most ``limit`` characters."""
+    assert first_line_title("\n\n  Fix the build  \nmore") == "Fix the build"
+    long = first_line_title("x" * 200)
+    assert long is not None and len(long) == 80 and long.endswith("…")
+    assert first_line_title(" \n\t\n") is None
+    assert first_line_title("abcdef", limit=4) == "abc…"
+
+
+def test_compact_json_keeps_unicode_and_survives_big_ints() -> None:
+    """compact_json writes no spaces, keeps non-ASCII text and falls back for values orjson refuses."""
+    assert compact_json({"a": [1, "café"]}) == '{"a":[1,"café"]}'
+    assert compact_json({"n": 2**70}) == '{"n":1180591620717411303424}'
+
+
+# -- Claude ---------------------------------------------------------------------------------
+
+
+def test_claude_split_assistant_lines_are_deduplicated() -> None:
+    """Blocks of one response spread over lines, and re-written on later lines, are emitted once each."""
+    parser, messages = parse(CLAUDE_QUIRKS)
+    assistant = [(m.kind, m.text) for m in messages if m.role == "assistant"]
+    assert assistant[:3] == [
+        ("thinking", "The loop probably never advances past an empty line."),
+        ("text", "Let me read the reader loop."),
+        ("tool_call", 'Read {"file_path":"/home/dev/quirks/reader.py","limit":40}'),
+    ]
+    assert parser.stats.extra["duplicate_blocks"] == 2
+    # Lines without message.id cannot be matched, so identical texts on them are both kept.
+    assert [t for k, t in assistant].count("Running pytest.") == 2
+
+
+def test_claude_same_text_in_a_new_response_is_not_a_duplicate() -> None:
+    """Dedupe is per message.id: the same text in the next API response is a new message."""
+    parser = ClaudeParser("/x/s.jsonl")
+    out = feed_all(
+        parser,
+        [
+            claude_assistant("a1", "msg_1", [{"type": "text", "text": "Done."}]),
+            claude_assistant("a2", "msg_1", [{"type": "text", "text": "Done."}]),
+            claude_assistant("a3", "msg_2", [{"type": "text", "text": "Done."}]),
+        ],
+    )
+    assert pairs(out) == [("assistant", "text", "Done."), ("assistant", "text", "Done.")]
+
+
+def test_claude_parallel_identical_tool_calls_are_both_kept() -> None:
+    """Two tool_use blocks with equal input but different ids in one response are two calls."""
+    blocks = [
+        {"type": "tool_use", "id": "toolu_a", "name": "Bash", "input": {"command": "ls"}},
+        {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "ls"}},
+    ]
+    out = feed_all(ClaudeParser("/x/s.jsonl"), [claude_assistant("a1", "msg_1", blocks)])
+    assert pairs(out) == [("assistant", "tool_call", 'Bash {"command":"ls"}')] * 2
+
+
+def test_claude_meta_and_injected_user_text_dropped() -> None:
+    """isMeta lines, <system-reminder>/<command-*>/caveat markup never become messages or the title."""
+    parser = ClaudeParser("/x/s.jsonl")
+    out = feed_all(
+        parser,
+        [
+            claude_user("u1", "<local-command-caveat>Caveat: ...</local-command-caveat>", isMeta=True),
+            claude_user("u2", "Base directory for this skill: /home/dev/.claude/skills/pdf", isMeta=True),
+            claude_user(
+                "u3", "<command-name>/clear</command-name>\n<command-message>clear</command-message>"
+            ),
+            claude_user("u4", "  <system-reminder>\nstay focused\n</system-reminder>"),
+            claude_user("u5", "<local-command-stdout>Cleared</local-command-stdout>"),
+            claude_user(
+                "u6",
+                "Caveat: The messages below were generated by the user while running local commands. DO NOT…",
+            ),
+            claude_user(
+                "u7",
+                [
+                    {"type": "text", "text": "<system-reminder>todo list is empty</system-reminder>"},
+                    {"type": "text", "text": "Why is the build red?"},
+                    {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
+                ],
+            ),
+        ],
+    )
+    assert pairs(out) == [("user", "text", "Why is the build red?")]
+    assert parser.session.title == "Why is the build red?"
+    assert parser.stats.skipped == 6
+
+
+def test_claude_meta_tool_results_are_kept() -> None:
+    """A tool_result on an isMeta line (Claude Code 2.1 marks some so) is still indexed as tool output."""
+    _, messages = parse(CLAUDE_QUIRKS)
+    assert ("tool", "tool_result", "  10→while pos < end:\n  11→    if not line: continue") in pairs(messages)
+
+
+def test_claude_compact_summary_is_system_text_and_never_a_title() -> None:
+    """isCompactSummary user lines become role=system kind=text and are not used as the title."""
+    parser = ClaudeParser("/x/s.jsonl")
+    out = feed_all(
+        parser,
+        [
+            claude_user(
+                "u1", "This session is being continued from a previous conversation.", isCompactSummary=True
+            ),
+            claude_user("u2", "Next: add the migration"),
+        ],
+    )
+    assert pairs(out) == [
+        ("system", "text", "This session is being continued from a previous conversation."),
+        ("user", "text", "Next: add the migration"),
+    ]
+    assert parser.session.title == "Next: add the migration"
+
+
+def test_claude_local_command_output_is_system_text_without_markup() -> None:
+    """system/local_command becomes system text with markup tags stripped; other subtypes are skipped."""
+    parser = ClaudeParser("/x/s.jsonl")
+    out = feed_all(
+        parser,
+        [
+            claude_line(
+                "system",
+                "s1",
+                subtype="local_command",
+                content="<local-command-stdout>Set model to opus</local-command-stdout>",
+            ),
+            claude_line("system", "s2", subtype="turn_duration", durationMs=1200),
+            claude_line("system", "s3", subtype="compact_boundary", content="Conversation compacted"),
+        ],
+    )
+    assert pairs(out) == [("system", "text", "Set model to opus")]
+    assert parser.stats.skipped == 2
+
+
+def test_claude_tool_call_and_result_text() -> None:
+    """tool_use is '<name> <compact JSON input>', tool_result joins the text blocks of list content."""
+    out = feed_all(
+        ClaudeParser("/x/s.jsonl"),
+        [
+            claude_assistant(
+                "a1",
+                "m1",
+                [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Edit",
+                        "input": {"file_path": "/a.py", "old": "é"},
+                    }
+                ],
+            ),
+            claude_user(
+                "u1",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+                    },
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "plain string", "is_error": True},
+                    {"type": "tool_result", "tool_use_id": "t3", "content": []},
+                ],
+            ),
+        ],
+    )
+    assert pairs(out) == [
+        ("assistant", "tool_call", 'Edit {"file_path":"/a.py","old":"é"}'),
+        ("tool", "tool_result", "one\ntwo"),
+        ("tool", "tool_result", "plain string"),
+    ]
+
+
+def test_claude_empty_and_redacted_thinking_skipped() -> None:
+    """Thinking with empty text (signature only) and redacted_thinking produce no messages."""
+    out = feed_all(
+        ClaudeParser("/x/s.jsonl"),
+        [
+            claude_assistant(
+                "a1",
+                "m1",
+                [
+                    {"type": "thinking", "thinking": "", "signature": "sig"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "thinking", "thinking": "real plan", "signature": "sig"},
+                ],
+            )
+        ],
+    )
+    assert pairs(out) == [("assistant", "thinking", "real plan")]
+
+
+def test_claude_title_precedence_latest_of_each_kind_wins() -> None:
+    """custom-title > ai-title > summary > first user text; a later value of one kind replaces the earlier."""
+    parser = ClaudeParser("/x/s.jsonl")
+    steps: list[tuple[dict[str, Any], str]] = [
+        (claude_user("u1", "first question\nwith details"), "first question"),
+        (claude_user("u2", "second question"), "first question"),
+        ({"type": "summary", "summary": "Summary title", "leafUuid": "u2"}, "Summary title"),
+        ({"type": "ai-title", "sessionId": SID, "aiTitle": "AI title"}, "AI title"),
+        ({"type": "summary", "summary": "Newer summary", "leafUuid": "u1"}, "AI title"),
+        ({"type": "custom-title", "sessionId": SID, "customTitle": "my title"}, "my title"),
+        ({"type": "ai-title", "sessionId": SID, "aiTitle": "Newer AI title"}, "my title"),
+        ({"type": "custom-title", "sessionId": SID, "customTitle": "  renamed  "}, "renamed"),
+        ({"type": "custom-title", "sessionId": SID, "customTitle": ""}, "renamed"),
+    ]
+    for record, expected in steps:
+        parser.feed(encode(record))
+        assert parser.session.title == expected
+
+
+def test_claude_summary_needs_its_leaf_in_this_file() -> None:
+    """A summary counts only when its leafUuid is a line of this file, before or after the summary line."""
+    parser = ClaudeParser("/x/s.jsonl")
+    feed_all(
+        parser,
+        [
+            {"type": "summary", "summary": "About another session", "leafUuid": "elsewhere"},
+            {"type": "summary", "summary": "Pending summary", "leafUuid": "u9"},
+            claude_user("u1", "hello there"),
+        ],
+    )
+    assert parser.session.title == "hello there"
+    parser.feed(encode(claude_user("u9", "later line")))
+    assert parser.session.title == "Pending summary"
+
+    after = ClaudeParser("/x/t.jsonl")
+    feed_all(
+        after,
+        [claude_user("u1", "question"), {"type": "summary", "summary": "After the leaf", "leafUuid": "u1"}],
+    )
+    assert after.session.title == "After the leaf"
+
+
+def test_claude_pending_summaries_are_bounded() -> None:
+    """Only the latest 20 summaries wait for their leaf; older ones are forgotten, keeping state small."""
+    parser = ClaudeParser("/x/s.jsonl")
+    feed_all(
+        parser, [{"type": "summary", "summary": f"summary {i}", "leafUuid": f"leaf-{i}"} for i in range(25)]
+    )
+    assert len(parser.state()["pending"]) == 20
+    parser.feed(encode(claude_user("leaf-0", "x")))
+    assert parser.session.title == "x"
+    parser.feed(encode(claude_user("leaf-24", "y")))
+    assert parser.session.title == "summary 24"
+
+
+def test_claude_latest_cwd_branch_and_relocation() -> None:
+    """cwd and branch follow the latest non-empty values; a relocated record moves the cwd."""
+    parser = ClaudeParser("/x/s.jsonl")
+    feed_all(parser, [claude_user("u1", "a", cwd="/home/dev/one", gitBranch="main")])
+    assert (parser.session.cwd, parser.session.branch) == ("/home/dev/one", "main")
+    feed_all(parser, [claude_user("u2", "b", cwd="/home/dev/two", gitBranch="feat/x")])
+    feed_all(parser, [claude_user("u3", "c", cwd="", gitBranch="")])
+    assert (parser.session.cwd, parser.session.branch) == ("/home/dev/two", "feat/x")
+    parser.feed(encode({"type": "relocated", "sessionId": SID, "relocatedCwd": "/home/dev/two-worktree"}))
+    session = parser.session
+    assert session.cwd == "/home/dev/two-worktree"
+    assert session.resume_command == f"cd /home/dev/two-worktree && claude --resume {SID}"
+
+
+def test_claude_quirk_file_session_summary() -> None:
+    """The hand-written quirk file yields the expected ids, title, times, counts and resume command."""
+    parser, messages = parse(CLAUDE_QUIRKS)
+    session = parser.session
+    assert session == SessionInfo(
+        agent="claude",
+        session_id="5b3c0a52-8f0e-4d57-9c55-0f5f1f7c2a10",
+        title="blank-line hang",
+        cwd="/home/dev/quirks-worktree",
+        branch="fix/blank-lines",
+        started_at=to_epoch_ms("2026-02-10T09:00:00.000Z"),
+        updated_at=to_epoch_ms("2026-02-10T10:02:00.000Z"),
+        message_count=12,
+        resume_command="cd /home/dev/quirks-worktree && claude --resume 5b3c0a52-8f0e-4d57-9c55-0f5f1f7c2a10",
+        parent_session_id=None,
+    )
+    assert len(messages) == 12
+    assert messages[0] == Message(
+        "system", "text", "Set model to opus (claude-opus-4-1)", to_epoch_ms("2026-02-10T09:00:02.000Z")
+    )
+    assert messages[-1].text == "café bad byte \ufffd here"
+    # Five malformed lines: not JSON, an array, a bare string, a non-object message, a non-string type.
+    assert (parser.stats.lines, parser.stats.malformed) == (29, 5)
+
+
+def test_claude_subagent_2_1_layout() -> None:
+    """<parent>/subagents/agent-<id>.jsonl is its own session, linked to its parent, titled by agentType."""
+    parser, messages = parse(CLAUDE_SUBAGENT)
+    session = parser.session
+    assert session.session_id == "agent-a0ad4f44468bdf20d"
+    assert session.parent_session_id == CLAUDE_SUBAGENT_PARENT
+    assert session.title == "subagent (general-purpose): Search the repo for TODO comments"
+    assert session.resume_command == f"cd /tmp && claude --resume {CLAUDE_SUBAGENT_PARENT}"
+    assert [m.kind for m in messages] == ["text", "text", "tool_call", "tool_result"]
+
+
+def test_claude_subagent_parent_comes_from_lines(tmp_path: Path) -> None:
+    """Subagent lines carrying the parent's sessionId name the parent; an unreadable meta.json is ignored."""
+    folder = tmp_path / "-home-dev-app" / "not-the-parent" / "subagents"
+    folder.mkdir(parents=True)
+    (folder / "agent-abc123.meta.json").write_bytes(b"{broken")
+    path = folder / "agent-abc123.jsonl"
+    parser = ClaudeParser(str(path))
+    feed_all(parser, [claude_user("u1", "Audit the SQL for injection", isSidechain=True, agentId="abc123")])
+    session = parser.session
+    assert (session.session_id, session.parent_session_id) == ("agent-abc123", SID)
+    assert session.title == "subagent: Audit the SQL for injection"
+
+
+def test_claude_subagent_sibling_layout() -> None:
+    """A ≤2.0 sibling agent-<id>.jsonl takes its parent from the lines and resumes the parent."""
+    parser, _ = parse(CLAUDE_SIBLING_AGENT)
+    session = parser.session
+    assert session.session_id == "agent-3f2a1b"
+    assert session.parent_session_id == "9d1e7c44-3b2a-4f10-8e21-6a5b4c3d2e1f"
+    assert session.title == "subagent: Find every TODO in src/ and group them by owner"
+    assert (
+        session.resume_command
+        == "cd /home/dev/legacy && claude --resume 9d1e7c44-3b2a-4f10-8e21-6a5b4c3d2e1f"
+    )
+
+
+def test_claude_sidechain_recognised_from_lines_and_title_record_wins() -> None:
+    """A file starting with a sidechain line with agentId is a subagent; a title record beats the prefix."""
+    parser, _ = parse(CLAUDE_SIDECHAIN)
+    session = parser.session
+    assert session.session_id == "agent-b77e0f"
+    assert session.parent_session_id == "c0ffee00-1111-4222-8333-944445555666"
+    assert session.title == "Accessibility review of the diff"
+
+
+def test_claude_main_session_never_turns_into_a_subagent() -> None:
+    """Sidechain lines later in a main session do not change its identity."""
+    parser = ClaudeParser("/x/main.jsonl")
+    feed_all(parser, [claude_user("u1", "hi"), claude_user("u2", "side", isSidechain=True, agentId="zzz")])
+    assert (parser.session.session_id, parser.session.parent_session_id) == (SID, None)
+
+
+def test_claude_session_id_falls_back_to_file_stem() -> None:
+    """Without any sessionId the file stem is the id, and it is what resume uses."""
+    parser = ClaudeParser("/p/-home-dev-x/2b1f9a7e-0000-4000-8000-000000000001.jsonl")
+    parser.feed(
+        encode(
+            {
+                "type": "user",
+                "uuid": "u",
+                "message": {"role": "user", "content": "hi"},
+                "cwd": "/home/dev/my app",
+            }
+        )
+    )
+    session = parser.session
+    assert session.session_id == "2b1f9a7e-0000-4000-8000-000000000001"
+    assert (
+        session.resume_command
+        == "cd '/home/dev/my app' && claude --resume 2b1f9a7e-0000-4000-8000-000000000001"
+    )
+
+
+# -- Codex ----------------------------------------------------------------------------------
+
+
+def test_codex_event_stream_first_is_not_indexed_twice() -> None:
+    """Events seen before any response_item are emitted; their response_item copies are then skipped."""
+    parser, messages = parse(CODEX_EVENT_FIRST)
+    texts = pairs(messages)
+    question = "why does /login 500?\nIt started after the PyJWT upgrade."
+    assert texts.count(("user", "text", question)) == 1
+    assert texts.count(("assistant", "thinking", "**Checking the auth handler**")) == 1
+    fixed = 'Fixed: PyJWT 2 requires `algorithms=["HS256"]` in jwt.decode().'
+    assert texts.count(("assistant", "text", fixed)) == 1
+    assert texts.count(("user", "text", "also add a regression test")) == 1
+    assert parser.stats.extra["duplicate_stream"] == 2
+    assert messages[0].ts == to_epoch_ms("2026-02-03T10:00:01.000Z")  # the event's copy was the one kept
+
+
+def test_codex_response_items_first_events_ignored() -> None:
+    """With response_items present the event copies are ignored, and a repeated prompt is still kept."""
+    _, messages = parse(CODEX_ITEMS_FIRST)
+    prompt = "Add a /healthz endpoint that checks the DB pool"
+    assert pairs(messages) == [
+        ("user", "text", prompt),
+        ("assistant", "thinking", "**Finding the router**\n**Reusing the pool check**"),
+        ("assistant", "text", "Added GET /healthz; it runs `SELECT 1` on a pooled connection."),
+        ("user", "text", prompt),
+    ]
+
+
+def test_codex_reasoning_split_over_events_is_matched_part_by_part() -> None:
+    """One agent_reasoning event per summary part, seen before the reasoning item, is not duplicated."""
+    parser = CodexParser("/x/rollout.jsonl")
+    out = feed_all(
+        parser,
+        [
+            codex_event("agent_reasoning", text="**Plan**"),
+            codex_event("agent_reasoning", text="**Check**"),
+            codex_line(
+                "response_item",
+                {
+                    "type": "reasoning",
+                    "summary": [
+                        {"type": "summary_text", "text": "**Plan**"},
+                        {"type": "summary_text", "text": "**Check**"},
+                    ],
+                },
+            ),
+        ],
+    )
+    assert pairs(out) == [("assistant", "thinking", "**Plan**"), ("assistant", "thinking", "**Check**")]
+
+
+def test_codex_event_only_file() -> None:
+    """A rollout with only event_msg records is indexed from the events, injected context still dropped."""
+    parser, messages = parse(CODEX_EVENTS_ONLY)
+    assert pairs(messages) == [
+        ("user", "text", "Summarize CHANGELOG.md for the 2.0 release notes"),
+        ("assistant", "thinking", "Reading the changelog"),
+        ("assistant", "thinking", "Reading the changelog"),
+        ("assistant", "text", "2.0 drops Python 3.9 and adds async sessions."),
+    ]
+    assert parser.session.title == "Summarize CHANGELOG.md for the 2.0 release notes"
+
+
+def test_codex_injected_context_dropped_shell_command_kept() -> None:
+    """Injected AGENTS.md/environment/instruction messages and developer prompts drop; shell commands stay."""
+    parser = CodexParser("/x/rollout.jsonl")
+    injected = [
+        "# AGENTS.md instructions for /home/dev/api\n\n<INSTRUCTIONS>be terse</INSTRUCTIONS>",
+        "\n  <environment_context>\n  <cwd>/home/dev/api</cwd>\n</environment_context>",
+        "<user_instructions>answer in English</user_instructions>",
+        "<INSTRUCTIONS>x</INSTRUCTIONS>",
+        "<permissions instructions>sandbox</permissions instructions>",
+    ]
+    out = feed_all(parser, [codex_user(text) for text in injected])
+    developer = {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": "You are Codex."}],
+    }
+    out += feed_all(
+        parser,
+        [codex_line("response_item", developer), codex_user("<user_shell_command>ls</user_shell_command>")],
+    )
+    assert pairs(out) == [("user", "text", "<user_shell_command>ls</user_shell_command>")]
+    assert parser.stats.skipped == 6
+
+
+def test_codex_tool_calls_and_outputs() -> None:
+    """Argument JSON strings are decoded (raw if invalid); outputs are unwrapped from strings, lists, JSON."""
+    _, messages = parse(CODEX_EVENT_FIRST)
+    calls = [m.text for m in messages if m.kind == "tool_call"]
+    assert calls == [
+        'shell {"command":["bash","-lc","rg -n \'def login\' src"],"timeout_ms":10000}',
+        "shell not json {",
+        "apply_patch *** Begin Patch\n*** Update File: src/auth.py\n@@\n-    jwt.decode(token, key)\n"
+        '+    jwt.decode(token, key, algorithms=["HS256"])\n*** End Patch\n',
+        'local_shell {"type":"exec","command":["pytest","-q","tests/test_auth.py"]}',
+        'web_search {"type":"search","query":"pyjwt 2 decode algorithms required"}',
+    ]
+    results = [m.text for m in messages if m.kind == "tool_result"]
+    assert results == [
+        "src/auth.py:12:def login(request):\n",
+        "jwt.decode(token, key)\n"
+        'DecodeError: It is required that you pass in a value for the "algorithms" argument',
+        "Success. Updated the following files:\nM src/auth.py\n",
+    ]
+    assert all(m.role == "tool" for m in messages if m.kind == "tool_result")
+
+
+def test_codex_encrypted_only_reasoning_skipped() -> None:
+    """Reasoning with an empty summary (only encrypted_content) produces nothing."""
+    parser = CodexParser("/x/rollout.jsonl")
+    out = feed_all(
+        parser,
+        [codex_line("response_item", {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA"})],
+    )
+    assert out == [] and parser.stats.skipped == 1
+
+
+def test_codex_session_metadata() -> None:
+    """Id, branch, fork parent from session_meta; cwd from the latest turn_context; title from thread name."""
+    parser, messages = parse(CODEX_EVENT_FIRST)
+    assert parser.session == SessionInfo(
+        agent="codex",
+        session_id="0199c0de-0000-7000-8000-00000000000a",
+        title="login 500 after PyJWT upgrade",
+        cwd="/home/dev/api/services/auth",
+        branch="feat/login",
+        started_at=to_epoch_ms("2026-02-03T10:00:00.000Z"),
+        updated_at=to_epoch_ms("2026-02-03T11:00:02.000Z"),
+        message_count=len(messages),
+        resume_command="codex resume 0199c0de-0000-7000-8000-00000000000a",
+        parent_session_id="0199c0de-0000-7000-8000-0000000000ff",
+    )
+    assert messages[-1] == Message(
+        "system",
+        "text",
+        "Fixed the /login 500 (PyJWT 2 algorithms argument); a regression test is pending.",
+        to_epoch_ms("2026-02-03T11:00:00.000Z"),
+    )
+
+
+def test_codex_title_before_and_after_thread_name() -> None:
+    """The first real user text is the title until a thread name is set, which then wins."""
+    parser = CodexParser("/x/rollout.jsonl")
+    feed_all(
+        parser,
+        [
+            codex_user("<environment_context></environment_context>"),
+            codex_user("\n  fix the flaky test\nplease"),
+        ],
+    )
+    assert parser.session.title == "fix the flaky test"
+    parser.feed(encode(codex_event("thread_name_updated", thread_name="flaky test")))
+    assert parser.session.title == "flaky test"
+
+
+def test_codex_only_the_first_session_meta_counts() -> None:
+    """Later session_meta records (copied from forked or sub-agent threads) do not change the identity."""
+    parser = CodexParser("/x/rollout.jsonl")
+    meta = {"id": "first-id", "cwd": "/home/dev/a", "git": {"branch": "main"}}
+    other = {"id": "other-id", "cwd": "/home/dev/b", "git": {"branch": "other"}, "forked_from_id": "zzz"}
+    feed_all(parser, [codex_line("session_meta", meta), codex_line("session_meta", other)])
+    session = parser.session
+    assert (session.session_id, session.cwd, session.branch, session.parent_session_id) == (
+        "first-id",
+        "/home/dev/a",
+        "main",
+        None,
+    )
+
+
+def test_codex_session_id_from_file_name() -> None:
+    """Without session_meta the UUID at the end of the rollout file name is the id; otherwise the stem."""
+    parser, messages = parse(CODEX_NO_META)
+    assert parser.session.session_id == "0199dead-beef-7000-8000-000000000001"
+    assert parser.session.title == "what does the --frozen flag of uv sync do?"
+    assert len(messages) == 2
+    assert CodexParser("/x/custom-name.jsonl").session.session_id == "custom-name"
+
+
+def test_codex_legacy_bare_format() -> None:
+    """Early Rust rollouts (bare SessionMeta, bare items, record_type=state lines) are read."""
+    parser, messages = parse(CODEX_LEGACY)
+    assert pairs(messages) == [
+        ("user", "text", "index the pre-envelope rollouts\nsecond line of the same turn"),
+        ("assistant", "tool_call", 'shell {"command":["ls"]}'),
+        ("tool", "tool_result", "README.md\nsrc"),
+        ("assistant", "text", "Both rollouts are indexed now."),
+    ]
+    assert all(m.ts is None for m in messages)
+    session = parser.session
+    assert session.session_id == "c27a914d-5e6f-4a0b-9c1d-2e3f4a5b6c7d"
+    assert session.branch == "legacy-main"
+    assert session.started_at == session.updated_at == to_epoch_ms("2025-08-20T13:20:47.060Z")
+    assert (parser.stats.malformed, parser.stats.skipped) == (1, 4)
+
+
+def test_read_session_index_last_line_wins() -> None:
+    """session_index.jsonl maps id → thread_name; later lines override, empty clears, junk is ignored."""
+    data = b"\n".join(
+        [
+            b'{"id":"a","thread_name":"first name","updated_at":"2026-01-01T00:00:00Z"}',
+            b'{"id":"b","thread_name":"bee"}',
+            b"not json",
+            b'["a","array"]',
+            b'{"id":"a","thread_name":"  second name "}',
+            b'{"id":"c","thread_name":"sea"}',
+            b'{"id":"c","thread_name":""}',
+            b'{"id":"d","thread_name":7}',
+            b'{"id":"b"}',
+            b"",
+        ]
+    )
+    assert read_session_index(data) == {"a": "second name", "b": "bee"}
+    assert read_session_index(b"") == {}
+
+
+# -- both parsers -----------------------------------------------------------------------------
+
+PARSERS = [
+    pytest.param(lambda: ClaudeParser("/p/-home-dev-x/s.jsonl"), id="claude"),
+    pytest.param(lambda: CodexParser("/p/rollout-2026-01-01T00-00-00-x.jsonl"), id="codex"),
+]
+
+
+@pytest.mark.parametrize("factory", PARSERS)
+def test_malformed_lines_never_raise_and_are_counted(factory: Any) -> None:
+    """Garbage, non-object JSON, wrong shapes and undecodable bytes are counted as malformed, never raised."""
+    parser = factory()
+    garbage = [
+        b"{",
+        b"not json",
+        b"42",
+        b"[1, 2]",
+        b'"string"',
+        b"null",
+        b"\xff\xfe\x00garbage",
+        b'{"type": "user", "message": [1]}' if isinstance(parser, ClaudeParser) else b'{"type": "mystery"}',
+        b'{"type": "assistant", "message": {"content": 5}}'
+        if isinstance(parser, ClaudeParser)
+        else b'{"no": "type"}',
+    ]
+    for line in garbage:
+        assert parser.feed(line) == []
+    assert (parser.stats.lines, parser.stats.malformed, parser.stats.skipped) == (
+        len(garbage),
+        len(garbage),
+        0,
+    )
+    assert parser.session.message_count == 0
+    assert parser.feed(b"") == [] and parser.feed(b"  \r") == []
+    assert parser.stats.skipped == 2
+
+
+@pytest.mark.parametrize("factory", PARSERS)
+def test_invalid_utf8_inside_a_record_is_repaired(factory: Any) -> None:
+    """A record with invalid UTF-8 bytes in a string is still parsed, the bad byte replaced by U+FFFD."""
+    parser = factory()
+    if isinstance(parser, ClaudeParser):
+        line = encode(claude_user("u1", "naïve PLACEHOLDER")).replace(b"PLACEHOLDER", b"\xc3\x28 ok")
+    else:
+        line = encode(codex_user("naïve PLACEHOLDER")).replace(b"PLACEHOLDER", b"\xc3\x28 ok")
+    assert pairs(parser.feed(line)) == [("user", "text", "naïve \ufffd( ok")]
+
+
+@pytest.mark.parametrize("factory", PARSERS)
+def test_ten_megabyte_line_parses(factory: Any) -> None:
+    """A single 10 MB tool output line is parsed whole."""
+    parser = factory()
+    big = "0123456789abcdef\n" * (10 * 1024 * 1024 // 17)
+    if isinstance(parser, ClaudeParser):
+        record = claude_user("u1", [{"type": "tool_result", "tool_use_id": "t", "content": big}])
+    else:
+        record = codex_line("response_item", {"type": "function_call_output", "call_id": "c", "output": big})
+    line = encode(record)
+    assert len(line) > 10_000_000
+    out = parser.feed(line)
+    assert len(out) == 1 and out[0].kind == "tool_result" and out[0].text == big
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_state_resume_at_every_split_point(path: Path) -> None:
+    """Parsing lines 1..k, saving state through msgpack and resuming for k+1..n equals one whole pass."""
+    lines = file_lines(path)
+    full = make_parser(path)
+    full_messages = [m for line in lines for m in full.feed(line)]
+    head = make_parser(path)
+    head_messages: list[Message] = []
+    for k in range(len(lines) + 1):
+        if k:
+            head_messages.extend(head.feed(lines[k - 1]))
+        state = roundtrip(head.state())
+        assert len(msgpack.packb(state)) < 8192, f"state too large after {k} lines"
+        tail = make_parser(path, state)
+        assert tail.session == head.session
+        tail_messages = [m for line in lines[k:] for m in tail.feed(line)]
+        assert head_messages + tail_messages == full_messages, f"messages differ when split after {k} lines"
+        assert tail.session == full.session, f"session differs when split after {k} lines"
+        assert tail.stats == full.stats, f"stats differ when split after {k} lines"
+
+
+@pytest.mark.parametrize("factory", PARSERS)
+def test_state_stays_bounded_on_long_sessions(factory: Any) -> None:
+    """Thousands of lines (uuids, summaries, split responses, event messages) leave the state a few KB."""
+    parser = factory()
+    for i in range(5000):
+        if isinstance(parser, ClaudeParser):
+            record = claude_assistant(f"a{i}", "msg_same", [{"type": "text", "text": f"block {i}"}])
+            parser.feed(encode(record))
+            parser.feed(encode({"type": "summary", "summary": f"s{i}", "leafUuid": f"nowhere-{i}"}))
+        else:
+            parser.feed(encode(codex_event("user_message", message=f"prompt {i}")))
+    size = len(msgpack.packb(parser.state()))
+    assert size < 8192, size
+
+
+@pytest.mark.parametrize("factory", [ClaudeParser, CodexParser])
+def test_foreign_or_corrupt_state_is_rejected(factory: Any) -> None:
+    """A state of another version or with wrong field types raises ParserStateError, never resumes wrongly."""
+    good = factory("/x/rollout.jsonl").state()
+    for bad in ({}, {**good, "v": 999}, {**good, "stats": "x"}, {**good, "t0": "yesterday"}):
+        with pytest.raises(ParserStateError):
+            factory("/x/rollout.jsonl", bad)
+
+
+def test_stats_account_for_every_line() -> None:
+    """Every fed line is counted and is either malformed, skipped, or produced at least one message."""
+    for path in fixture_files():
+        parser = make_parser(path)
+        productive = sum(1 for line in file_lines(path) if parser.feed(line))
+        stats = parser.stats
+        assert stats.lines == len(file_lines(path))
+        assert stats.lines == stats.malformed + stats.skipped + productive, path
+
+
+# -- the copied corpus ------------------------------------------------------------------------
+
+CORPUS_SESSION_IDS = {
+    "claude-code/agent-history/compaction/claude/session_with_compaction.jsonl": "compact-session-001",
+    "claude-code/agent-history/forks/claude_forked_session.jsonl": "fork-session-001",
+    "claude-code/agent-history/rejections/claude_with_rejection.jsonl": "rejection-claude-001",
+    "claude-code/agent-history/telemetry/claude_history.jsonl": "claude_history",
+    "claude-code/agent-history/v1/claude_golden.jsonl": "golden-claude-001",
+    "claude-code/agent-sessions/claude/large.jsonl": "ses_stage0_large",
+    "claude-code/agent-sessions/claude/schema_drift.jsonl": "ses_stage0_drift",
+    "claude-code/agent-sessions/claude/small.jsonl": "ses_stage0_small",
+    f"claude-code/agent-sessions/claude/subagent/{CLAUDE_SUBAGENT_PARENT}.jsonl": CLAUDE_SUBAGENT_PARENT,
+    str(CLAUDE_SUBAGENT.relative_to(CORPUS)): "agent-a0ad4f44468bdf20d",
+    "claude-code/claude-code-log/edge_cases.jsonl": "edge_cases",
+    "claude-code/claude-code-log/representative_messages.jsonl": "test_session",
+    "claude-code/claude-code-log/todowrite_examples.jsonl": "todowrite_session",
+    "codex/agent-history/compaction/codex/session_with_compaction.jsonl": "compact-codex-001",
+    "codex/agent-history/rejections/codex_with_escalation.jsonl": "rejection-codex-001",
+    "codex/agent-history/telemetry/codex_history.jsonl": "codex_history",
+    "codex/agent-history/v1/codex_golden.jsonl": "golden-codex-001",
+    "codex/agent-sessions/codex/large.jsonl": "019b2ea4-aaaa-bbbb-cccc-58208e1f0000",
+    "codex/agent-sessions/codex/schema_drift.jsonl": "schema_drift",
+    "codex/agent-sessions/codex/small.jsonl": "019fc8be-3658-7ca3-9e29-000000000000",
+    "codex/agent-sessions/codex_050_legacy.jsonl": "test-legacy-session",
+    "codex/agent-sessions/codex_053_rate_limit.jsonl": "test-ratelimit-session",
+    "codex/claude-code-transcripts/sample_codex_session.jsonl": "019b64e5-57fa-7463-b644-fba7e456f905",
+}
+
+
+# Files with deliberately broken lines: edge_cases.jsonl has a non-object message, a message
+# without content, a bare string, a typeless object, a number and an array; the Codex drift file
+# has three envelope-less objects of no Codex shape.
+CORPUS_MALFORMED = {
+    "claude-code/claude-code-log/edge_cases.jsonl": 6,
+    "codex/agent-sessions/codex/schema_drift.jsonl": 3,
+}
+
+
+def test_corpus_fixture_list_is_complete() -> None:
+    """Every copied corpus transcript has an expected session id below (and every listed file exists)."""
+    found = {str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.jsonl")}
+    assert found == set(CORPUS_SESSION_IDS)
+
+
+@pytest.mark.parametrize("relpath", sorted(CORPUS_SESSION_IDS))
+def test_corpus_fixture_parses_sanely(relpath: str) -> None:
+    """Each copied real-format file parses without exceptions into a sane session with valid messages."""
+    parser, messages = parse(CORPUS / relpath)
+    session = parser.session
+    assert session.session_id == CORPUS_SESSION_IDS[relpath]
+    assert session.agent == ("codex" if relpath.startswith("codex/") else "claude")
+    assert session.message_count == len(messages)
+    if session.started_at is not None:
+        assert session.updated_at is not None and session.started_at <= session.updated_at
+    for message in messages:
+        assert message.role in ROLES and message.kind in KINDS
+        assert isinstance(message.text, str) and message.text.strip()
+    if "telemetry" in relpath:  # prompt-history files are not transcripts: every line is malformed
+        assert messages == [] and parser.stats.malformed == parser.stats.lines > 0
+    else:
+        assert parser.stats.malformed == CORPUS_MALFORMED.get(relpath, 0)
+
+
+def test_corpus_real_codex_excerpt_drops_injected_context() -> None:
+    """In the real Codex 0.77 excerpt the AGENTS.md and environment_context messages are dropped."""
+    parser, messages = parse(CORPUS / "codex/claude-code-transcripts/sample_codex_session.jsonl")
+    assert len(messages) == 1
+    assert messages[0].text.startswith("can you analyse the MD files in this directory")
+    assert parser.session.cwd == "/Users/macmini/Code/homelab-migration"
