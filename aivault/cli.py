@@ -1,0 +1,378 @@
+"""The ``aivault`` command line: one subcommand per noun; domain errors become messages here.
+
+With a daemon answering on the data directory's socket, commands talk to it; without one,
+``search``, ``status`` and ``rpc`` open the index read-only in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aivault import log
+from aivault import policy as policy_mod
+from aivault.errors import AivaultError, InvalidParams, MethodNotFound
+from aivault.home import Home
+from aivault.protocol import METHOD_PING, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS, RPC_METHODS
+from aivault.render import ProgressLine, print_results, print_status
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- connecting ---------------------------------------------------------------------------------
+class Connection:
+    """Either a running daemon (over ZeroMQ) or the index opened read-only in this process."""
+
+    def __init__(self, home: Home) -> None:
+        from broker.client import RpcClient
+
+        self.home = home
+        self.rpc: RpcClient | None = None
+        self.direct: Any = None
+        if (home.path / "daemon.sock").exists():
+            client = RpcClient.for_home(home)
+            if client.ping() is not None:
+                self.rpc = client
+            else:
+                client.close()
+        self.mode = "daemon" if self.rpc else "direct"
+
+    def _direct(self) -> Any:
+        if self.direct is None:
+            from indexer.store import IndexMissing, open_reader
+            from query.service import DirectService, set_session_search_service
+
+            try:
+                con = open_reader(self.home)
+            except IndexMissing:
+                raise CliError(f"no index in {self.home.path} yet: run `aivault index` (or `aivault serve`)") from None
+            self.direct = DirectService(self.home, con)
+            set_session_search_service(self.direct)
+        return self.direct
+
+    def call(self, method: str, params: Any) -> Any:
+        if self.rpc is not None:
+            return self.rpc.call(method, params)
+        from query.service import search_sessions, search_status
+
+        if method == METHOD_SEARCH:
+            self._direct()
+            return search_sessions(params)
+        if method == METHOD_STATUS:
+            self._direct()
+            return search_status()
+        if method == METHOD_PING:
+            return {"pong": True, "mode": "direct", "home": str(self.home.path)}
+        if method in (METHOD_STATS, METHOD_RECONCILE):
+            raise CliError(f"{method} needs a running daemon (`aivault serve`)")
+        raise MethodNotFound(f"unknown method {method!r}")
+
+    def search(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.rpc is not None:
+            from broker.client import SessionSearchClient
+
+            return SessionSearchClient(self.rpc).search(request)
+        value: dict[str, Any] = self.call(METHOD_SEARCH, request)
+        return value
+
+    def status(self) -> dict[str, Any]:
+        if self.rpc is not None:
+            from broker.client import SessionSearchClient
+
+            return SessionSearchClient(self.rpc).status()
+        value: dict[str, Any] = self.call(METHOD_STATUS, {})
+        return value
+
+
+# --- commands -----------------------------------------------------------------------------------
+def cmd_search(args: argparse.Namespace, home: Home) -> int:
+    filters: dict[str, Any] = {}
+    if args.agent:
+        filters["agents"] = args.agent
+    if args.path:
+        filters["scopePaths"] = [_abs(p) for p in args.path]
+    if args.since:
+        filters["since"] = args.since
+    if args.sort:
+        filters["sort"] = args.sort
+    request: dict[str, Any] = {"query": args.query, "limit": args.limit, "filters": filters}
+    if args.scope:
+        request["scope"] = args.scope
+    if args.cursor:
+        request["cursor"] = args.cursor
+    if args.fresh:
+        request["freshness"] = "wait-until-current"
+    if args.debug:
+        request["debug"] = True
+    result = Connection(home).search(request)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return EXIT_OK
+    kind = result.get("kind")
+    if kind == "results":
+        print_results(result)
+        return EXIT_OK
+    if kind == "unavailable":
+        raise CliError(_unavailable_message(result.get("reason"), home), EXIT_UNAVAILABLE)
+    if kind == "stale-cursor":
+        raise CliError("the index changed since that cursor was made: search again without --cursor")
+    raise CliError("that cursor is not valid for this search: search again without --cursor")
+
+
+def _unavailable_message(reason: Any, home: Home) -> str:
+    if reason == "disabled":
+        return (f"session search is disabled for {home.path}. Turn it on with `aivault enable` "
+                "(`aivault enable --history-days 90` keeps only the last 90 days).")
+    if reason == "not-ready":
+        return "the index is still being built; try again in a moment (`aivault status` shows progress)"
+    return "no search service is available here"
+
+
+def _abs(p: str) -> str:
+    import os
+
+    return os.path.abspath(os.path.expanduser(p))
+
+
+def cmd_status(args: argparse.Namespace, home: Home) -> int:
+    conn = Connection(home)
+    status = conn.status()
+    if args.json:
+        print(json.dumps(status))
+        return EXIT_OK
+    stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else None
+    print_status(status, stats, f"{conn.mode} mode · {home.path}")
+    return EXIT_OK
+
+
+def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
+    try:
+        params = json.loads(args.params) if args.params is not None else {}
+    except ValueError as exc:
+        raise CliError(f"PARAMS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+    conn = Connection(home)
+    if args.host and conn.rpc is not None:
+        value = conn.rpc.call(args.method, params, host=args.host)
+    elif args.host and args.host != "local":
+        from broker.hosts import parse_host, remote_unavailable
+
+        raise remote_unavailable(parse_host(args.host))
+    else:
+        value = conn.call(args.method, params)
+    print(json.dumps(value, ensure_ascii=False))
+    return EXIT_OK
+
+
+def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool) -> Any:
+    from broker.daemon import Daemon
+
+    return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
+                  schedule=schedule)
+
+
+def cmd_serve(args: argparse.Namespace, home: Home) -> int:
+    log.configure("info", process="daemon")
+    daemon = _run_daemon(home, args, schedule=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.start()
+    if not policy_mod.load(home).enabled:
+        print(f"aivault: serving {home.path}, but indexing is disabled: `aivault enable` turns it on", file=sys.stderr)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        daemon.close()
+    return EXIT_OK
+
+
+def cmd_index(args: argparse.Namespace, home: Home) -> int:
+    pol = policy_mod.load(home)
+    if not pol.enabled:
+        raise CliError(f"indexing is disabled for {home.path}: run `aivault enable` first", EXIT_UNAVAILABLE)
+    conn = Connection(home)
+    bar = ProgressLine()
+    t0 = time.monotonic()
+    if conn.rpc is not None:
+        rpc = conn.rpc
+        summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
+                                 lambda: _stats_over_rpc(home), bar)
+    else:
+        daemon = _run_daemon(home, args, schedule=False)
+        daemon.start()
+        try:
+            fut = daemon.service.indexer.reconcile(full=True)
+            summary = _with_progress(fut.result, daemon.service.stats, bar)
+            daemon.service.indexer.wait_merges()
+        finally:
+            daemon.close()
+    elapsed = time.monotonic() - t0
+    msgs = int(summary.get("messages") or 0)
+    print(f"indexed {summary.get('files_changed', 0):,} changed of {summary.get('files_seen', 0):,} files, "
+          f"{msgs:,} messages in {elapsed:.1f} s ({msgs / max(elapsed, 1e-9):,.0f} msg/s); "
+          f"generation {summary.get('generation')}"
+          + (f"; {summary['malformed']:,} malformed lines skipped" if summary.get("malformed") else "")
+          + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
+          + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else ""))
+    return EXIT_OK
+
+
+def _stats_over_rpc(home: Home) -> dict[str, Any]:
+    from broker.client import RpcClient
+
+    c = RpcClient.for_home(home, timeout_s=5)
+    try:
+        value: dict[str, Any] = c.call(METHOD_STATS, {})
+        return value
+    finally:
+        c.close()
+
+
+def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]], bar: ProgressLine) -> dict[str, Any]:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.2)
+        try:
+            bar.update(stats())
+        except AivaultError:
+            pass
+    bar.finish()
+    if "error" in box:
+        raise box["error"]
+    value: dict[str, Any] = box["value"]
+    return value
+
+
+def cmd_enable(args: argparse.Namespace, home: Home) -> int:
+    old = policy_mod.load(home)
+    days = old.history_days if args.history_days is None else args.history_days
+    policy_mod.save(home, policy_mod.Policy(True, days))
+    keep = f"the last {days} days" if days else "all history"
+    print(f"session search enabled for {home.path} (keeping {keep}). Run `aivault index` or `aivault serve`.")
+    return EXIT_OK
+
+
+def cmd_disable(args: argparse.Namespace, home: Home) -> int:
+    old = policy_mod.load(home)
+    policy_mod.save(home, policy_mod.Policy(False, old.history_days))
+    print(f"session search disabled for {home.path}; the index copy is kept (`aivault clear` deletes it).")
+    return EXIT_OK
+
+
+def cmd_policy(args: argparse.Namespace, home: Home) -> int:
+    pol = policy_mod.load(home)
+    if args.forever:
+        pol = policy_mod.Policy(pol.enabled, None)
+        policy_mod.save(home, pol)
+    elif args.history_days is not None:
+        pol = policy_mod.Policy(pol.enabled, args.history_days)
+        policy_mod.save(home, pol)
+    print(json.dumps(pol.to_json()))
+    return EXIT_OK
+
+
+# --- parser -------------------------------------------------------------------------------------
+def _positive(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="aivault", description="Search the transcripts your AI coding agents left on disk.")
+    ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def roots(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--root", action="append", metavar="AGENT=PATH",
+                       help="extra transcript folder, e.g. claude=/backup/.claude/projects (repeatable)")
+        p.add_argument("--no-default-roots", action="store_true", help="do not scan ~/.claude, ~/.codex, ...")
+
+    p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
+    roots(p)
+    p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("index", help="index until current, then exit")
+    roots(p)
+    p.set_defaults(fn=cmd_index)
+    p = sub.add_parser("search", help="search sessions")
+    p.add_argument("query")
+    p.add_argument("--agent", action="append", help="only this agent (claude, codex); repeatable")
+    p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
+    p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
+    p.add_argument("--sort", choices=("relevance", "newest"))
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--scope", choices=("conversation", "all"))
+    p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
+    p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
+    p.add_argument("--debug", action="store_true", help="include the planner's report")
+    p.add_argument("--json", action="store_true", help="print the contract's result object")
+    p.set_defaults(fn=cmd_search)
+    p = sub.add_parser("status", help="indexing status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_status)
+    p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
+    p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
+    p.add_argument("params", nargs="?", help="JSON parameters")
+    p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
+    p.set_defaults(fn=cmd_rpc)
+    p = sub.add_parser("enable", help="consent to indexing agent sessions")
+    p.add_argument("--history-days", type=_positive)
+    p.set_defaults(fn=cmd_enable)
+    p = sub.add_parser("disable", help="stop indexing; keep the index copy")
+    p.set_defaults(fn=cmd_disable)
+    p = sub.add_parser("policy", help="show or change retention")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--history-days", type=_positive)
+    g.add_argument("--forever", action="store_true")
+    p.set_defaults(fn=cmd_policy)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    log.configure("warning")
+    home = Home.resolve(args.home)
+    try:
+        code: int = args.fn(args, home)
+        return code
+    except CliError as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return exc.code
+    except InvalidParams as exc:
+        print(f"aivault: invalid request: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except (AivaultError, policy_mod.PolicyError, ValueError) as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The typed errors every layer raises; the RPC boundary turns them into error replies.
+
+Each error carries a ``code`` (docs/protocol.md, "Errors") and a message that says what went
+wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from aivault import protocol as p
+
+
+class AivaultError(Exception):
+    """Base class: a failure with a message meant for the user."""
+
+    code: int = p.ERR_INTERNAL
+
+
+class ProtocolError(AivaultError):
+    """Frames that could not be decoded or do not follow docs/protocol.md."""
+
+    code = p.ERR_PARSE
+
+
+class AuthenticationError(AivaultError):
+    """A message whose signature does not verify under this data directory's key."""
+
+    code = p.ERR_AUTH
+
+
+class InvalidParams(AivaultError):
+    """A request payload of the wrong shape (wrong type for query, filters, scope, ...)."""
+
+    code = p.ERR_INVALID_PARAMS
+
+
+class MethodNotFound(AivaultError):
+    code = p.ERR_METHOD_NOT_FOUND
+
+
+class HostUnavailable(AivaultError):
+    """The addressed execution host cannot be reached; never answered from another host."""
+
+    code = p.ERR_HOST_UNAVAILABLE
+
+
+class IndexLocked(AivaultError):
+    """The database file is held read-write by another process."""
+
+    code = p.ERR_INDEX_LOCKED
+
+
+class ReconcileFailed(AivaultError):
+    code = p.ERR_RECONCILE
+
+
+class DaemonUnreachable(AivaultError):
+    """No reply from the daemon's socket within the timeout."""
+
+    code = p.ERR_HOST_UNAVAILABLE
+
+
+_BY_CODE: dict[int, type[AivaultError]] = {
+    cls.code: cls
+    for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
+                IndexLocked, ReconcileFailed)
+}
+
+
+def error_value(exc: AivaultError) -> dict[str, object]:
+    """The wire form of an error reply body."""
+    return {"code": exc.code, "name": p.ERROR_CODES.get(exc.code, "error"), "message": str(exc)}
+
+
+def from_error_value(value: object) -> AivaultError:
+    """The typed exception for an error reply body received from a peer."""
+    if not isinstance(value, dict):
+        return ProtocolError(f"malformed error reply: {value!r:.200}")
+    code = value.get("code")
+    message = str(value.get("message", "unknown error"))
+    cls = _BY_CODE.get(code, AivaultError) if isinstance(code, int) else AivaultError
+    err = cls(message)
+    if cls is AivaultError and isinstance(code, int):
+        err.code = code
+    return err

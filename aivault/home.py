@@ -1,0 +1,113 @@
+"""The data directory: where the database, sidecars, keys, policy and sockets live.
+
+Layout (format version 1, docs/protocol.md "Data directory"):
+
+    $AIVAULT_HOME/              0700
+      index.duckdb              the index (only the indexer opens it read-write)
+      index.duckdb.wal          DuckDB's write-ahead log
+      key                       32 random bytes: signs RPC frames and cursors (0600)
+      config.json               extra transcript roots (optional)
+      daemon.sock               the broker's RPC socket (ipc://)
+      ingest.sock               the scanner -> indexer socket (ipc://)
+      daemon.pid                pid of a running `aivault serve`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HOME_FORMAT_VERSION = 1
+_KEY_BYTES = 32
+
+
+def default_home() -> Path:
+    env = os.environ.get("AIVAULT_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "aivault"
+
+
+@dataclass(frozen=True, slots=True)
+class Home:
+    path: Path
+
+    @classmethod
+    def resolve(cls, path: str | Path | None = None) -> Home:
+        return cls(Path(path).expanduser().absolute() if path else default_home().absolute())
+
+    # --- files ---
+    @property
+    def db_path(self) -> Path:
+        return self.path / "index.duckdb"
+
+    @property
+    def key_path(self) -> Path:
+        return self.path / "key"
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.path / "daemon.pid"
+
+    @property
+    def rpc_endpoint(self) -> str:
+        return f"ipc://{self.path / 'daemon.sock'}"
+
+    @property
+    def ingest_endpoint(self) -> str:
+        return f"ipc://{self.path / 'ingest.sock'}"
+
+    def ensure(self) -> Home:
+        """Create the directory with owner-only permissions (and tighten an existing one)."""
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.path, 0o700)
+        return self
+
+    def key(self) -> bytes:
+        """The signing key, created on first use; owner-only."""
+        self.ensure()
+        try:
+            data = self.key_path.read_bytes()
+            if len(data) == _KEY_BYTES:
+                return data
+        except FileNotFoundError:
+            pass
+        data = secrets.token_bytes(_KEY_BYTES)
+        write_private(self.key_path, data)
+        return data
+
+    def config(self) -> dict[str, Any]:
+        try:
+            raw = json.loads(self.config_path.read_text("utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {self.config_path}: {exc}; fix or delete the file") from exc
+        if not isinstance(raw, dict):
+            raise ValueError(f"{self.config_path} must hold a JSON object")
+        return raw
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file atomically with mode 0600 (temp file + rename in the same directory)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

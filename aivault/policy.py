@@ -1,0 +1,52 @@
+"""The persisted consent and retention policy (SPEC §8, "Agent Session History").
+
+``{enabled, historyDays}`` lives in ``policy.json`` in the data directory, written atomically.
+The default is *disabled*: nothing is indexed until the user says so. ``historyDays`` null
+means keep everything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from aivault.home import Home, write_private
+
+POLICY_FILE = "policy.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    enabled: bool = False
+    history_days: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"enabled": self.enabled, "historyDays": self.history_days}
+
+
+class PolicyError(ValueError):
+    pass
+
+
+def load(home: Home) -> Policy:
+    path = home.path / POLICY_FILE
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return Policy()
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"cannot read {path}: {exc}. Fix it, or run `aivault disable` to rewrite it.") from exc
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{path} must hold a JSON object; run `aivault disable` to rewrite it")
+    enabled = raw.get("enabled", False)
+    days = raw.get("historyDays")
+    if not isinstance(enabled, bool) or not (days is None or (isinstance(days, int) and days > 0)):
+        raise PolicyError(f"{path} has invalid values; run `aivault policy` to rewrite it")
+    return Policy(enabled, days)
+
+
+def save(home: Home, policy: Policy) -> None:
+    if policy.history_days is not None and policy.history_days <= 0:
+        raise PolicyError("historyDays must be a positive number of days, or null to keep everything")
+    home.ensure()
+    write_private(home.path / POLICY_FILE, (json.dumps(policy.to_json(), indent=2) + "\n").encode("utf-8"))

@@ -1,0 +1,86 @@
+"""Protocol constants shared by every process. The prose lives in docs/protocol.md.
+
+The protocol version is independent of the package version; bump it (and the document's
+changelog) whenever a frame, method, field or result kind changes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PROTOCOL_VERSION: Final = 1
+
+# --- client <-> broker RPC -------------------------------------------------------------
+RPC_MAGIC: Final = b"AIV1"
+
+METHOD_SEARCH: Final = "aiVault.searchSessions"
+METHOD_STATUS: Final = "aiVault.searchStatus"
+METHOD_PING: Final = "aiVault.ping"
+METHOD_RECONCILE: Final = "aiVault.reconcile"
+METHOD_STATS: Final = "aiVault.indexStats"
+
+RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS)
+
+# Result kinds of aiVault.searchSessions (SPEC §2).
+RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
+UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
+
+# Error codes carried in an error reply (JSON-RPC numbering so old peers map cleanly).
+ERR_PARSE: Final = -32700  # the frames could not be decoded
+ERR_INVALID_REQUEST: Final = -32600  # decodable, but not a request
+ERR_METHOD_NOT_FOUND: Final = -32601
+ERR_INVALID_PARAMS: Final = -32602
+ERR_INTERNAL: Final = -32603
+ERR_AUTH: Final = -32001  # signature missing or wrong
+ERR_HOST_UNAVAILABLE: Final = -32002  # the addressed execution host cannot be reached
+ERR_INDEX_LOCKED: Final = -32003  # the database is held by another process
+ERR_RECONCILE: Final = -32004  # a reconcile failed before the freshness deadline
+
+ERROR_CODES: Final = {
+    ERR_PARSE: "parse-error",
+    ERR_INVALID_REQUEST: "invalid-request",
+    ERR_METHOD_NOT_FOUND: "method-not-found",
+    ERR_INVALID_PARAMS: "invalid-params",
+    ERR_INTERNAL: "internal-error",
+    ERR_AUTH: "authentication-failed",
+    ERR_HOST_UNAVAILABLE: "host-unavailable",
+    ERR_INDEX_LOCKED: "index-locked",
+    ERR_RECONCILE: "reconcile-failed",
+}
+
+# --- scanner <-> indexer ingest ---------------------------------------------------------
+INGEST_MAGIC: Final = b"AIVI1"
+
+# scanner -> indexer
+K_HELLO: Final = b"HELLO"
+K_BATCH: Final = b"BATCH"
+K_PROGRESS: Final = b"PROGRESS"
+K_PASS_DONE: Final = b"PASS_DONE"
+K_GET_STATES: Final = b"GET_STATES"
+# indexer -> scanner
+K_STATE: Final = b"STATE"
+K_ACK: Final = b"ACK"
+K_NACK: Final = b"NACK"
+K_RECONCILE: Final = b"RECONCILE"
+K_STOP: Final = b"STOP"
+K_PING: Final = b"PING"
+
+SCANNER_KINDS: Final = (K_HELLO, K_BATCH, K_PROGRESS, K_PASS_DONE, K_GET_STATES)
+INDEXER_KINDS: Final = (K_STATE, K_ACK, K_NACK, K_RECONCILE, K_STOP, K_PING)
+
+# --- liveness and flow control (units in the names) ----------------------------------------
+# Batches the scanner may have sent but not seen acknowledged; with BATCH_MAX_BYTES this
+# bounds the memory either side holds for a slow peer.
+MAX_INFLIGHT_BATCHES: Final = 4
+BATCH_MAX_MESSAGES: Final = 4000
+BATCH_MAX_BYTES: Final = 4 * 1024 * 1024
+# A scanner that has heard nothing from its indexer for this long assumes it is gone.
+INDEXER_SILENCE_TIMEOUT_S: Final = 30.0
+# The indexer pings an idle scanner this often so the scanner can tell "idle" from "gone".
+HEARTBEAT_INTERVAL_S: Final = 2.0
+# How long a client waits for an RPC reply before it reports the daemon as unreachable.
+RPC_TIMEOUT_S: Final = 30.0
+# The readiness probe a CLI runs before choosing daemon mode over direct mode.
+PING_TIMEOUT_S: Final = 0.5
+# SPEC §5: wait-until-current waits at most this long for the reconcile.
+FRESHNESS_DEADLINE_S: Final = 5.0

@@ -1,0 +1,137 @@
+"""Human output: search hits with highlighted matches, status, and a progress line."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+BOLD = "\033[1m"
+DIM = "\033[2m"
+MARK = "\033[1;33m"
+CYAN = "\033[36m"
+GREEN = "\033[32m"
+RED = "\033[31m"
+RESET = "\033[0m"
+
+
+class Style:
+    def __init__(self, stream: TextIO) -> None:
+        self.on = stream.isatty()
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"{code}{text}{RESET}" if self.on else text
+
+
+def when(ms: int | None) -> str:
+    if ms is None:
+        return "unknown time"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def highlight(snippet: str, style: Style) -> str:
+    """Replace the contract's [[ ]] marks by terminal highlighting (or keep them when piped)."""
+    if not style.on:
+        return snippet
+    out: list[str] = []
+    pos = 0
+    while True:
+        a = snippet.find("[[", pos)
+        if a == -1:
+            break
+        b = snippet.find("]]", a + 2)
+        if b == -1:
+            break
+        out.append(snippet[pos:a])
+        out.append(style(MARK, snippet[a + 2 : b]))
+        pos = b + 2
+    out.append(snippet[pos:])
+    return "".join(out)
+
+
+def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    st = Style(out)
+    hits = result.get("hits") or []
+    if not hits:
+        print("No matching sessions.", file=out)
+    for i, h in enumerate(hits, 1):
+        title = h.get("title") or "(untitled)"
+        head = f"{i:>2}. {st(CYAN, h['agent'])} · {st(BOLD, title)}"
+        print(head, file=out)
+        where = h.get("cwd") or "(unknown folder)"
+        branch = f" ({h['branch']})" if h.get("branch") else ""
+        source = "" if h.get("source") == "present" else st(DIM, "  [transcript file not found]")
+        print(f"    {where}{branch} · {when(h.get('updatedAt'))} · {h.get('messageCount', 0)} messages{source}",
+              file=out)
+        ev = h.get("evidence")
+        if ev:
+            print(f"    {st(DIM, ev['role'] + ':')} {highlight(ev['snippet'], st)}", file=out)
+        if h.get("resumeCommand"):
+            print(f"    {st(GREEN, '↻')} {h['resumeCommand']}", file=out)
+    trunc = result.get("truncated") or {}
+    notes = []
+    if trunc.get("candidates"):
+        notes.append("very common terms: only their best matches were ranked")
+    if trunc.get("query"):
+        notes.append("the query was shortened")
+    if trunc.get("freshness"):
+        notes.append("the index may be slightly behind (refresh took over 5 s)")
+    footer = f"{len(hits)} session(s) · {result.get('durationMs', 0):.1f} ms · generation {result.get('generation')}"
+    print(st(DIM, footer + ("; " + "; ".join(notes) if notes else "")), file=out)
+    cursor = (result.get("page") or {}).get("cursor")
+    if cursor:
+        print(st(DIM, f"more: add --cursor {cursor}"), file=out)
+
+
+def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str, out: TextIO = sys.stdout) -> None:
+    st = Style(out)
+    phase = status["phase"]
+    color = {"current": GREEN, "degraded": RED}.get(phase, CYAN)
+    print(f"search {'enabled' if status['enabled'] else st(RED, 'disabled')} · phase {st(color, phase)} · "
+          f"{mode}", file=out)
+    print(f"files indexed {status['filesIndexed']:,} · due {status['filesDue']:,} · failed {status['filesFailed']:,}"
+          f" · generation {status['generation']}", file=out)
+    print(f"last reconcile {when(status['lastReconcileAt'])} · last full sweep {when(status['lastSweepCompletedAt'])}",
+          file=out)
+    for d in status.get("degradedRoots") or []:
+        print(st(RED, f"  degraded: {d['root']}: {d['reason']}"), file=out)
+    if stats:
+        print(f"sessions {stats.get('sessions', 0):,} · chunks {stats.get('chunks', 0):,} · segments "
+              f"{len(stats.get('segments') or [])}", file=out)
+        if stats.get("writeError"):
+            print(st(RED, f"  {stats['writeError']}"), file=out)
+
+
+class ProgressLine:
+    """A single self-rewriting line on a terminal (files, messages, MB/s); silent otherwise."""
+
+    def __init__(self, out: TextIO = sys.stderr) -> None:
+        self.out = out
+        self.on = out.isatty()
+        self.t0 = time.monotonic()
+        self._last = 0.0
+
+    def update(self, s: dict[str, Any]) -> None:
+        if not self.on:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1:
+            return
+        self._last = now
+        elapsed = max(now - self.t0, 1e-6)
+        total = max(int(s.get("filesChanged", 0)), 1)
+        done = int(s.get("filesDone", 0))
+        width = 24
+        fill = int(width * min(done / total, 1.0))
+        bar = "█" * fill + "░" * (width - fill)
+        mb = s.get("bytesDone", 0) / 1e6
+        line = (f"\rindexing ▕{bar}▏ {done:,}/{total:,} files · {int(s.get('messagesCommitted', 0)):,} messages · "
+                f"{mb / elapsed:,.1f} MB/s ")
+        self.out.write(line)
+        self.out.flush()
+
+    def finish(self) -> None:
+        if self.on:
+            self.out.write("\r\033[K")
+            self.out.flush()

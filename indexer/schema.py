@@ -1,0 +1,144 @@
+"""All SQL of the index, as named constants, and the numbered schema migrations.
+
+Full-text search is built from plain tables (the DuckDB fts extension cannot take rows
+incrementally, MEASURED.md): postings ``(term, chunk, sess, tf, dl, conv)`` live in
+*segments*. New postings are appended to one small unsorted *active* segment, so making a
+batch searchable costs in proportion to the batch. Full segments are frozen and merged in
+the background into segments sorted by ``(term, impact DESC)``: DuckDB's zone maps then skip
+every row group that cannot hold a query term, and the first rows of a term are its
+highest-impact postings, which bounds the work for very common terms. BM25 is computed in
+SQL from tf, the chunk length and collection statistics kept in ``meta``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SCHEMA_VERSION: Final = 1
+
+# Migrations: version -> statements. Never edit a released migration; add the next number.
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
+    1: (
+        """CREATE TABLE meta (
+            identity VARCHAR NOT NULL,       -- random, made with the file; replaced by clear
+            generation BIGINT NOT NULL,      -- advances with every commit that changes results
+            created_at BIGINT NOT NULL,
+            tokenizer INTEGER NOT NULL,
+            next_file INTEGER NOT NULL,
+            next_sess INTEGER NOT NULL,
+            next_chunk BIGINT NOT NULL,
+            next_segment INTEGER NOT NULL,
+            n_chunks BIGINT NOT NULL,        -- live chunks (BM25 N)
+            sum_dl BIGINT NOT NULL           -- sum of live chunk lengths (BM25 avgdl)
+        )""",
+        """CREATE TABLE files (
+            file_id INTEGER NOT NULL,
+            path VARCHAR NOT NULL,
+            agent VARCHAR NOT NULL,
+            dev UBIGINT NOT NULL,
+            ino UBIGINT NOT NULL,
+            size BIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            "offset" BIGINT NOT NULL,        -- just after the last complete line indexed
+            head_len INTEGER NOT NULL,
+            head_hash BIGINT NOT NULL,
+            state BLOB,                      -- the parser's state at "offset"
+            sess INTEGER NOT NULL,
+            present BOOLEAN NOT NULL,
+            malformed BIGINT NOT NULL,
+            oversized BIGINT NOT NULL,
+            indexed_at BIGINT NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            sess INTEGER NOT NULL,           -- internal id; a re-read file gets a new one
+            file_id INTEGER NOT NULL,
+            agent VARCHAR NOT NULL,
+            session_id VARCHAR NOT NULL,
+            title VARCHAR,
+            cwd VARCHAR,
+            branch VARCHAR,
+            started_at BIGINT,
+            updated_at BIGINT,
+            message_count INTEGER NOT NULL,
+            resume_command VARCHAR,
+            parent_session_id VARCHAR,
+            present BOOLEAN NOT NULL
+        )""",
+        "CREATE TABLE titles (agent VARCHAR NOT NULL, session_id VARCHAR NOT NULL, title VARCHAR NOT NULL)",
+        """CREATE TABLE chunks (
+            chunk BIGINT NOT NULL,
+            sess INTEGER NOT NULL,
+            ord INTEGER NOT NULL,            -- message ordinal within the session
+            part SMALLINT NOT NULL,          -- chunk number within the message
+            role UTINYINT NOT NULL,
+            kind UTINYINT NOT NULL,
+            ts BIGINT,
+            dl USMALLINT NOT NULL,
+            text VARCHAR NOT NULL
+        )""",
+        """CREATE TABLE segments (
+            name VARCHAR NOT NULL,
+            state VARCHAR NOT NULL,          -- active | frozen | sorted
+            created_at BIGINT NOT NULL
+        )""",
+        "CREATE TABLE vocab_log (term VARCHAR NOT NULL)",
+        # The indexer's last observations, so a process without a running indexer can report them.
+        "CREATE TABLE observations (key VARCHAR NOT NULL, value VARCHAR NOT NULL)",
+    ),
+}
+
+CREATE_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL, applied_at BIGINT NOT NULL)"""
+SELECT_VERSION: Final = "SELECT coalesce(max(version), 0) FROM schema_version"
+INSERT_VERSION: Final = "INSERT INTO schema_version VALUES (?, ?)"
+
+INSERT_META: Final = "INSERT INTO meta VALUES (?, 0, ?, ?, 1, 1, 1, 1, 0, 0)"
+SELECT_META: Final = """SELECT identity, generation, created_at, tokenizer, next_file, next_sess, next_chunk,
+    next_segment, n_chunks, sum_dl FROM meta"""
+UPDATE_META: Final = """UPDATE meta SET generation = ?, next_file = ?, next_sess = ?, next_chunk = ?,
+    next_segment = ?, n_chunks = ?, sum_dl = ?"""
+
+SEGMENT_COLUMNS: Final = "term BIGINT, chunk BIGINT, sess INTEGER, tf USMALLINT, dl USMALLINT, conv BOOLEAN"
+CREATE_SEGMENT: Final = "CREATE TABLE {name} (" + SEGMENT_COLUMNS + ")"
+INSERT_SEGMENT_ROW: Final = "INSERT INTO segments VALUES (?, ?, ?)"
+SELECT_SEGMENTS: Final = "SELECT name, state FROM segments ORDER BY created_at, name"
+
+SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present
+    FROM files ORDER BY path"""
+SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized FROM files"""
+SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT unnest(?::VARCHAR[]))"
+
+# Batch application (indexer/ingest.py). ``b_*`` names are Arrow tables registered per batch.
+INSERT_CHUNKS: Final = "INSERT INTO chunks SELECT chunk, sess, ord, part, role, kind, ts, dl, text FROM b_chunks"
+INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl, conv FROM b_postings"
+DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
+INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
+    head_hash, state, sess, present, malformed, oversized, indexed_at FROM b_files"""
+DELETE_SESSIONS_IN_BATCH: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_sessions)"
+INSERT_SESSIONS: Final = """INSERT INTO sessions SELECT sess, file_id, agent, session_id, title, cwd, branch,
+    started_at, updated_at, message_count, resume_command, parent_session_id, present FROM b_sessions"""
+CHUNK_TOTALS_OF: Final = "SELECT count(*), coalesce(sum(dl), 0) FROM chunks WHERE sess IN (SELECT unnest(?::INTEGER[]))"
+DELETE_CHUNKS_OF: Final = "DELETE FROM chunks WHERE sess IN (SELECT unnest(?::INTEGER[]))"
+DELETE_SESSIONS_OF: Final = "DELETE FROM sessions WHERE sess IN (SELECT unnest(?::INTEGER[]))"
+MARK_GONE_FILES: Final = "UPDATE files SET present = false WHERE path IN (SELECT unnest(?::VARCHAR[]))"
+MARK_GONE_SESSIONS: Final = """UPDATE sessions SET present = false
+    WHERE file_id IN (SELECT file_id FROM files WHERE path IN (SELECT unnest(?::VARCHAR[])))"""
+DELETE_TITLES: Final = """DELETE FROM titles WHERE (agent || chr(0) || session_id) IN
+    (SELECT unnest(?::VARCHAR[]))"""
+INSERT_TITLES: Final = "INSERT INTO titles SELECT agent, session_id, title FROM b_titles"
+INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT unnest(?::VARCHAR[])"
+
+# Segment maintenance (indexer/segments.py).
+COUNT_SEGMENT: Final = "SELECT count(*) FROM {name}"
+MERGE_SEGMENTS: Final = """CREATE TABLE {target} AS
+    SELECT term, chunk, sess, tf, dl, conv FROM ({inputs}) p
+    WHERE sess IN (SELECT sess FROM sessions)
+    ORDER BY term, tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"""
+DROP_SEGMENT: Final = "DROP TABLE IF EXISTS {name}"
+DELETE_SEGMENT_ROW: Final = "DELETE FROM segments WHERE name = ?"
+SET_SEGMENT_STATE: Final = "UPDATE segments SET state = ? WHERE name = ?"
+
+SELECT_OBSERVATIONS: Final = "SELECT key, value FROM observations"
+DELETE_OBSERVATIONS: Final = "DELETE FROM observations"
+INSERT_OBSERVATION: Final = "INSERT INTO observations VALUES (?, ?)"
+COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) FROM files"

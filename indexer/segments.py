@@ -1,0 +1,201 @@
+"""Postings segments: the append target, frozen runs, sorted runs, and their merging.
+
+Life of a segment: *active* (batches append to it) -> *frozen* (full; no more appends) ->
+merged with some *sorted* segments into a new sorted one (size-tiered, so every posting is
+rewritten O(log n) times). The merge itself (a long ``CREATE TABLE AS ... ORDER BY``) runs on
+a background thread; registering its result is a short transaction on the writer thread.
+
+DuckDB's catalog is not versioned for readers that have not yet touched a table, so a
+dropped segment could vanish under a query that read the old registry. Registry changes are
+therefore transactional row updates, and the tables themselves are dropped later, under the
+exclusive side of ``SegmentLock`` that queries hold shared while they run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import duckdb
+
+from aivault import log
+from indexer import schema as q
+from indexer.store import now_ms
+
+_log = log.get("indexer.segments")
+
+# Postings in the active segment before it is frozen. Small enough that scanning it unsorted
+# stays a few milliseconds; large enough that merges are rare.
+FREEZE_ROWS = 2_000_000
+# BM25 parameters; the merge orders postings by BM25 impact with the same values.
+K1 = 1.2
+B = 0.75
+
+
+class SegmentLock:
+    """Many readers or one dropper (a small readers-writer lock)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if self._readers == 0:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._writer = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+@dataclass(slots=True)
+class Segment:
+    name: str
+    state: str  # active | frozen | sorted
+    rows: int
+
+
+@dataclass(slots=True)
+class MergePlan:
+    inputs: list[Segment]
+    target: str
+    avgdl: float
+
+
+@dataclass(slots=True)
+class SegmentSet:
+    """The writer's view of the segments (the registry table is the truth for readers)."""
+
+    segments: list[Segment] = field(default_factory=list)
+    to_drop: list[str] = field(default_factory=list)
+    merging: bool = False
+
+    @property
+    def active(self) -> Segment:
+        for s in self.segments:
+            if s.state == "active":
+                return s
+        raise RuntimeError("no active segment")
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, next_segment: int) -> tuple[SegmentSet, int]:
+        """Read the registry, drop orphans a crash left behind, make sure one segment is active."""
+        rows = con.execute(q.SELECT_SEGMENTS).fetchall()
+        registered = {name for name, _ in rows}
+        tables = {r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'seg\\_%' ESCAPE '\\'").fetchall()}
+        for orphan in sorted(tables - registered):
+            con.execute(q.DROP_SEGMENT.format(name=orphan))
+            _log.info("dropped orphan segment", segment=orphan)
+        segs = [Segment(name, state, int(con.execute(q.COUNT_SEGMENT.format(name=name)).fetchone()[0]))  # type: ignore[index]
+                for name, state in rows]
+        out = cls(segs)
+        if not any(s.state == "active" for s in segs):
+            name = f"seg_{next_segment}"
+            next_segment += 1
+            con.execute("BEGIN")
+            con.execute(q.CREATE_SEGMENT.format(name=name))
+            con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
+            con.execute("UPDATE meta SET next_segment = ?", [next_segment])
+            con.execute("COMMIT")
+            out.segments.append(Segment(name, "active", 0))
+        return out, next_segment
+
+    def freeze(self, con: duckdb.DuckDBPyConnection, next_segment: int) -> int:
+        """Start a new active segment; the old one becomes frozen. Returns the next free number."""
+        old = self.active
+        name = f"seg_{next_segment}"
+        con.execute("BEGIN")
+        try:
+            con.execute(q.CREATE_SEGMENT.format(name=name))
+            con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
+            con.execute(q.SET_SEGMENT_STATE, ["frozen", old.name])
+            con.execute("UPDATE meta SET next_segment = ?", [next_segment + 1])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        old.state = "frozen"
+        self.segments.append(Segment(name, "active", 0))
+        return next_segment + 1
+
+    def plan(self, next_segment: int, avgdl: float) -> tuple[MergePlan | None, int]:
+        """Frozen segments plus the newest sorted ones no larger than twice what is merged so far."""
+        if self.merging:
+            return None, next_segment
+        frozen = [s for s in self.segments if s.state == "frozen"]
+        if not frozen:
+            return None, next_segment
+        inputs = list(frozen)
+        size = sum(s.rows for s in frozen)
+        for seg in reversed([s for s in self.segments if s.state == "sorted"]):
+            if seg.rows <= 2 * size:
+                inputs.append(seg)
+                size += seg.rows
+            else:
+                break
+        self.merging = True
+        return MergePlan(inputs, f"seg_{next_segment}", max(avgdl, 1.0)), next_segment + 1
+
+    def run_merge(self, con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
+        """The slow part, on a background cursor; returns the merged row count."""
+        union = " UNION ALL ".join(f"SELECT * FROM {s.name}" for s in plan.inputs)
+        con.execute(q.MERGE_SEGMENTS.format(target=plan.target, inputs=union, k1=K1, b=B, avgdl=plan.avgdl))
+        row = con.execute(q.COUNT_SEGMENT.format(name=plan.target)).fetchone()
+        return int(row[0]) if row else 0
+
+    def register(self, con: duckdb.DuckDBPyConnection, plan: MergePlan, rows: int, next_segment: int) -> None:
+        """Swap the merged segment in for its inputs (a short transaction on the writer)."""
+        con.execute("BEGIN")
+        try:
+            for s in plan.inputs:
+                con.execute(q.DELETE_SEGMENT_ROW, [s.name])
+            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", now_ms()])
+            con.execute("UPDATE meta SET next_segment = greatest(next_segment, ?)", [next_segment])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        names = {s.name for s in plan.inputs}
+        sorted_before = [s for s in self.segments if s.state == "sorted" and s.name not in names]
+        others = [s for s in self.segments if s.state != "sorted" and s.name not in names]
+        # Older sorted segments first, then the merged one (it holds the newest postings).
+        self.segments = [*sorted_before, Segment(plan.target, "sorted", rows), *others]
+        self.to_drop.extend(sorted(names))
+        self.merging = False
+
+    def abandon(self, con: duckdb.DuckDBPyConnection, plan: MergePlan) -> None:
+        con.execute(q.DROP_SEGMENT.format(name=plan.target))
+        self.merging = False
+
+    def drop_retired(self, con: duckdb.DuckDBPyConnection, lock: SegmentLock) -> None:
+        if not self.to_drop:
+            return
+        with lock.exclusive():
+            for name in self.to_drop:
+                con.execute(q.DROP_SEGMENT.format(name=name))
+        self.to_drop.clear()

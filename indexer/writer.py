@@ -1,0 +1,315 @@
+"""Applying one scanner batch in one DuckDB transaction.
+
+The file offsets a batch advances are committed in the same transaction as its rows, so a
+crash of either process loses at most uncommitted work, which the scanner re-sends. A batch
+part must start exactly at the committed offset of its file (or at 0 for a file read
+afresh): anything else is refused (NACK) and the scanner reloads the committed state, so a
+re-sent or reordered batch can never duplicate a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from aivault import log
+from aivault.codec import packb, unpackb
+from aivault.errors import ProtocolError
+from indexer import schema as q
+from indexer.segments import FREEZE_ROWS, MergePlan, SegmentLock, SegmentSet
+from indexer.store import Meta, now_ms
+
+_log = log.get("indexer.writer")
+
+CONV_ROLES = (0, 1)  # user, assistant (scanner.model.ROLES order)
+TEXT_KIND = 0  # scanner.model.KINDS order
+
+
+class Refused(Exception):
+    """A batch that does not continue the committed state (answered with NACK)."""
+
+
+@dataclass(slots=True)
+class FileEntry:
+    file_id: int
+    sess: int
+    offset: int
+    present: bool
+    malformed: int = 0
+    oversized: int = 0
+
+
+@dataclass(slots=True)
+class Applied:
+    generation: int
+    advanced: bool
+    messages: int
+    chunks: int
+    postings: int
+
+
+def _sig(session: dict[str, Any]) -> bytes:
+    return hashlib.blake2b(packb(session), digest_size=8).digest()
+
+
+class Writer:
+    """The single writer of the database (one thread)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, meta: Meta, lock: SegmentLock) -> None:
+        self.con = con
+        self.lock = lock
+        self.files: dict[str, FileEntry] = {}
+        for path, file_id, sess, offset, present, malformed, oversized in con.execute(q.SELECT_FILES_CACHE).fetchall():
+            self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
+                                         int(oversized))
+        self.sess_sig: dict[int, bytes] = {}
+        self.segments, next_segment = SegmentSet.load(con, meta.next_segment)
+        self.meta = meta.advanced(next_segment=next_segment)
+
+    # --- snapshot for the scanner -------------------------------------------------------------
+    def snapshot(self) -> list[list[Any]]:
+        return [list(r) for r in self.con.execute(q.SELECT_FILES_SNAPSHOT).fetchall()]
+
+    def states(self, paths: list[str]) -> dict[str, bytes | None]:
+        return {p: s for p, s in self.con.execute(q.SELECT_STATES, [paths]).fetchall()}
+
+    # --- batches ------------------------------------------------------------------------------
+    def apply(self, header: dict[str, Any], payload: list[bytes]) -> Applied:
+        n_chunks = int(header.get("chunks", 0))
+        n_post = int(header.get("postings", 0))
+        if len(payload) != 5:
+            raise ProtocolError(f"a batch carries 5 payload frames, got {len(payload)}")
+        cols = unpackb(payload[0])
+        p_chunk = np.frombuffer(payload[1], dtype="<u4")
+        p_term = np.frombuffer(payload[2], dtype="<i8")
+        p_tf = np.frombuffer(payload[3], dtype="<u2")
+        vocab = unpackb(payload[4])
+        parts: list[dict[str, Any]] = header.get("files") or []
+        if not (len(p_chunk) == len(p_term) == len(p_tf) == n_post):
+            raise ProtocolError("posting arrays disagree with the header's count")
+        if not isinstance(cols, dict) or any(len(cols.get(c, ())) != n_chunks for c in
+                                             ("file", "ord", "part", "role", "kind", "ts", "dl", "text")):
+            raise ProtocolError("chunk columns disagree with the header's count")
+        if n_post and int(p_chunk.max()) >= n_chunks:
+            raise ProtocolError("a posting points past the batch's chunks")
+        if n_chunks and max(cols["file"]) >= len(parts):
+            raise ProtocolError("a chunk points past the batch's files")
+
+        meta = self.meta
+        next_file, next_sess = meta.next_file, meta.next_sess
+        pending: dict[str, FileEntry] = {}
+        removed: list[str] = []
+        part_sess: list[int] = []
+        file_rows: dict[int, dict[str, Any]] = {}
+        sess_rows: dict[int, dict[str, Any]] = {}
+        drop_sess: list[int] = []
+        changed = False
+        for part in parts:
+            path = part["path"]
+            cur = pending.get(path) or self.files.get(path)
+            renamed = part.get("renamed_from")
+            if renamed:
+                cur = pending.get(renamed) or self.files.get(renamed)
+                if cur is None:
+                    raise Refused(f"{path}: renamed from {renamed}, which is not indexed")
+                removed.append(renamed)
+            if part["reset"]:
+                if part["start"] != 0:
+                    raise Refused(f"{path}: a re-read must start at offset 0")
+                if cur is not None:
+                    drop_sess.append(cur.sess)
+                    file_id = cur.file_id
+                else:
+                    file_id, next_file = next_file, next_file + 1
+                sess, next_sess = next_sess, next_sess + 1
+                changed = True
+            else:
+                if cur is None:
+                    raise Refused(f"{path}: not indexed yet, so a batch must read it from offset 0")
+                if cur.offset != part["start"]:
+                    raise Refused(f"{path}: committed offset is {cur.offset}, batch starts at {part['start']}")
+                file_id, sess = cur.file_id, cur.sess
+            keep = cur is not None and not part["reset"]
+            entry = FileEntry(file_id, sess, int(part["end"]), True,
+                              (cur.malformed if keep and cur else 0) + int(part.get("malformed", 0)),
+                              (cur.oversized if keep and cur else 0) + int(part.get("oversized", 0)))
+            pending[path] = entry
+            part_sess.append(sess)
+            s = part["session"]
+            file_rows[file_id] = {
+                "file_id": file_id, "path": path, "agent": part["agent"], "dev": part["dev"], "ino": part["ino"],
+                "size": part["size"], "mtime_ns": part["mtime_ns"], "offset": part["end"],
+                "head_len": part["head_len"], "head_hash": part["head_hash"], "state": part["state"],
+                "sess": sess, "present": True, "malformed": entry.malformed,
+                "oversized": entry.oversized, "indexed_at": now_ms(),
+            }
+            row = {
+                "sess": sess, "file_id": file_id, "agent": s["agent"], "session_id": s["session_id"],
+                "title": s.get("title"), "cwd": s.get("cwd"), "branch": s.get("branch"),
+                "started_at": s.get("started_at"), "updated_at": s.get("updated_at"),
+                "message_count": s.get("message_count", 0), "resume_command": s.get("resume_command"),
+                "parent_session_id": s.get("parent_session_id"), "present": True,
+            }
+            sig = _sig(row)
+            if self.sess_sig.get(sess) != sig:
+                changed = True
+            sess_rows[sess] = row
+        gone = [p for p in header.get("gone") or [] if p in self.files and p not in pending]
+        titles = header.get("titles") or []
+        changed = changed or n_chunks > 0 or bool(gone) or bool(titles)
+
+        # Per-chunk and per-posting columns, computed with numpy rather than per row.
+        base = meta.next_chunk
+        c_file = np.asarray(cols["file"], dtype=np.int64)
+        c_sess = np.asarray(part_sess, dtype=np.int32)[c_file] if n_chunks else np.zeros(0, np.int32)
+        c_role = np.asarray(cols["role"], dtype=np.uint8)
+        c_kind = np.asarray(cols["kind"], dtype=np.uint8)
+        c_dl = np.asarray(cols["dl"], dtype=np.uint16)
+        c_conv = np.isin(c_role, CONV_ROLES) & (c_kind == TEXT_KIND)
+        b_chunks = pa.table({
+            "chunk": pa.array(np.arange(base, base + n_chunks, dtype=np.int64)),
+            "sess": pa.array(c_sess),
+            "ord": pa.array(np.asarray(cols["ord"], dtype=np.int32)),
+            "part": pa.array(np.asarray(cols["part"], dtype=np.int16)),
+            "role": pa.array(c_role),
+            "kind": pa.array(c_kind),
+            "ts": pa.array(cols["ts"], type=pa.int64()),
+            "dl": pa.array(c_dl),
+            "text": pa.array(cols["text"], type=pa.string()),
+        })
+        idx = p_chunk.astype(np.int64)
+        b_postings = pa.table({
+            "term": pa.array(p_term),
+            "chunk": pa.array(idx + base),
+            "sess": pa.array(c_sess[idx]),
+            "tf": pa.array(p_tf),
+            "dl": pa.array(c_dl[idx]),
+            "conv": pa.array(c_conv[idx]),
+        })
+        b_files = pa.Table.from_pylist(list(file_rows.values()), schema=_FILES_SCHEMA)
+        b_sessions = pa.Table.from_pylist(list(sess_rows.values()), schema=_SESSIONS_SCHEMA)
+        b_titles = pa.table({
+            "agent": pa.array([t[0] for t in titles], pa.string()),
+            "session_id": pa.array([t[1] for t in titles], pa.string()),
+            "title": pa.array([t[2] for t in titles], pa.string()),
+        })
+        new_dl = int(c_dl.sum(dtype=np.int64))
+
+        con = self.con
+        segment = self.segments.active.name
+        con.execute("BEGIN")
+        try:
+            dropped_chunks = dropped_dl = 0
+            if drop_sess:
+                row = con.execute(q.CHUNK_TOTALS_OF, [drop_sess]).fetchone()
+                dropped_chunks, dropped_dl = (int(row[0]), int(row[1])) if row else (0, 0)
+                con.execute(q.DELETE_CHUNKS_OF, [drop_sess])
+                con.execute(q.DELETE_SESSIONS_OF, [drop_sess])
+            con.register("b_chunks", b_chunks)
+            con.register("b_postings", b_postings)
+            con.register("b_files", b_files)
+            con.register("b_sessions", b_sessions)
+            con.register("b_titles", b_titles)
+            if n_chunks:
+                con.execute(q.INSERT_CHUNKS)
+            if n_post:
+                con.execute(q.INSERT_POSTINGS.format(segment=segment))
+            if file_rows:
+                con.execute(q.DELETE_FILES)
+                con.execute(q.INSERT_FILES)
+            if sess_rows:
+                con.execute(q.DELETE_SESSIONS_IN_BATCH)
+                con.execute(q.INSERT_SESSIONS)
+            if gone:
+                con.execute(q.MARK_GONE_SESSIONS, [gone])
+                con.execute(q.MARK_GONE_FILES, [gone])
+            if titles:
+                con.execute(q.DELETE_TITLES, [[f"{a}\0{s}" for a, s, _ in titles]])
+                con.execute(q.INSERT_TITLES)
+            if vocab:
+                con.execute(q.INSERT_VOCAB, [vocab])
+            new_meta = meta.advanced(
+                generation=meta.generation + (1 if changed else 0),
+                next_file=next_file,
+                next_sess=next_sess,
+                next_chunk=base + n_chunks,
+                n_chunks=meta.n_chunks + n_chunks - dropped_chunks,
+                sum_dl=meta.sum_dl + new_dl - dropped_dl,
+            )
+            self._write_meta(new_meta)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles"):
+                con.unregister(name)
+
+        # Committed: only now does the in-memory view move.
+        self.meta = new_meta
+        for path in removed:
+            self.files.pop(path, None)
+        self.files.update(pending)
+        for path in gone:
+            self.files[path].present = False
+            self.sess_sig.pop(self.files[path].sess, None)
+        for sess in drop_sess:
+            self.sess_sig.pop(sess, None)
+        for sess, row in sess_rows.items():
+            self.sess_sig[sess] = _sig(row)
+        self.segments.active.rows += n_post
+        return Applied(new_meta.generation, changed, int(header.get("messages", 0)), n_chunks, n_post)
+
+    def _write_meta(self, m: Meta) -> None:
+        self.con.execute(q.UPDATE_META, [m.generation, m.next_file, m.next_sess, m.next_chunk, m.next_segment,
+                                         m.n_chunks, m.sum_dl])
+
+    def save_observations(self, values: dict[str, str]) -> None:
+        """Persist the indexer's last observations (they change no search result)."""
+        self.con.execute("BEGIN")
+        try:
+            self.con.execute(q.DELETE_OBSERVATIONS)
+            for k, v in values.items():
+                self.con.execute(q.INSERT_OBSERVATION, [k, v])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    # --- segment upkeep (called between batches) ----------------------------------------------
+    def maybe_freeze(self, force: bool = False) -> bool:
+        active = self.segments.active
+        if active.rows >= FREEZE_ROWS or (force and active.rows > 0):
+            nxt = self.segments.freeze(self.con, self.meta.next_segment)
+            self.meta = self.meta.advanced(next_segment=nxt)
+            return True
+        return False
+
+    def plan_merge(self) -> MergePlan | None:
+        avgdl = self.meta.sum_dl / self.meta.n_chunks if self.meta.n_chunks else 1.0
+        plan, nxt = self.segments.plan(self.meta.next_segment, avgdl)
+        self.meta = self.meta.advanced(next_segment=nxt)
+        return plan
+
+    def finish_merge(self, plan: MergePlan, rows: int) -> None:
+        self.segments.register(self.con, plan, rows, self.meta.next_segment)
+        self.segments.drop_retired(self.con, self.lock)
+
+
+_FILES_SCHEMA = pa.schema([
+    ("file_id", pa.int32()), ("path", pa.string()), ("agent", pa.string()), ("dev", pa.uint64()),
+    ("ino", pa.uint64()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("offset", pa.int64()),
+    ("head_len", pa.int32()), ("head_hash", pa.int64()), ("state", pa.binary()), ("sess", pa.int32()),
+    ("present", pa.bool_()), ("malformed", pa.int64()), ("oversized", pa.int64()), ("indexed_at", pa.int64()),
+])
+_SESSIONS_SCHEMA = pa.schema([
+    ("sess", pa.int32()), ("file_id", pa.int32()), ("agent", pa.string()), ("session_id", pa.string()),
+    ("title", pa.string()), ("cwd", pa.string()), ("branch", pa.string()), ("started_at", pa.int64()),
+    ("updated_at", pa.int64()), ("message_count", pa.int32()), ("resume_command", pa.string()),
+    ("parent_session_id", pa.string()), ("present", pa.bool_()),
+])

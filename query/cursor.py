@@ -1,0 +1,82 @@
+"""Opaque, signed page cursors (SPEC §3).
+
+A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(key, payload))`` where the payload
+is msgpack ``[version, query_key, generation, identity, offset]``. The query key is a hash of
+everything that defines the result list (query, scope, agents and paths order-insensitively,
+branches, since, sort) but not the page size. The server keeps no cursor state: a rejected
+cursor keeps being rejected.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+import msgpack
+
+from query.request import SearchRequest
+
+CURSOR_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    query_key: bytes
+    generation: int
+    identity: str
+    offset: int
+
+
+class MalformedCursor(Exception):
+    pass
+
+
+def query_key(req: SearchRequest) -> bytes:
+    f = req.filters
+    canon = [req.text, req.scope, sorted(f.agents), sorted(f.scope_paths),
+             sorted(f.branches), f.since_ms, f.sort]
+    return hashlib.blake2b(msgpack.packb(canon, use_bin_type=True), digest_size=16).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
+        raise MalformedCursor("not base64url")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise MalformedCursor("not base64url") from exc
+
+
+def _mac(key: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, b"aivault-cursor\0" + payload, hashlib.sha256).digest()
+
+
+def mint(key: bytes, pos: Position) -> str:
+    payload = msgpack.packb([CURSOR_VERSION, pos.query_key, pos.generation, pos.identity, pos.offset],
+                            use_bin_type=True)
+    return f"{_b64(payload)}.{_b64(_mac(key, payload))}"
+
+
+def open_cursor(key: bytes, cursor: str) -> Position:
+    """Verify and decode; any edit, truncation or garbage raises MalformedCursor."""
+    body, dot, sig = cursor.partition(".")
+    if not dot:
+        raise MalformedCursor("no signature")
+    payload, mac = _unb64(body), _unb64(sig)
+    if not hmac.compare_digest(mac, _mac(key, payload)):
+        raise MalformedCursor("bad signature")
+    try:
+        v, qk, gen, ident, off = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:
+        raise MalformedCursor("bad payload") from exc
+    if v != CURSOR_VERSION or not isinstance(qk, bytes) or not isinstance(gen, int) \
+            or not isinstance(ident, str) or not isinstance(off, int) or off < 0:
+        raise MalformedCursor("bad payload")
+    return Position(qk, gen, ident, off)

@@ -1,0 +1,312 @@
+"""The search engine: plan a route, score chunks with BM25 in SQL, rank sessions, page them.
+
+Ranking: each chunk gets a BM25 score; a session's score is its best chunk's, so a session
+with 600 matching chunks cannot crowd out one with a single better match. Ties break by
+``updatedAt`` (newer first) and then by the internal session id, so paging is stable.
+
+Every page is assembled inside one read transaction (one snapshot) and checked against the
+committed generation afterwards: if a write landed meanwhile, the page answers
+``stale-cursor`` instead of mixing two states of the index (SPEC §3).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from aivault.text import query_terms, term_hash
+from indexer.segments import B, K1, SegmentLock
+from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
+from query.request import SearchRequest
+from query.snippets import make_snippet
+
+ROLE_NAMES = ("user", "assistant", "tool", "system")
+# Postings read per term when a term is too common to read whole; the sorted segments keep
+# each term's highest-impact postings first, so these are its best candidates.
+TERM_CAP = 50_000
+
+
+@dataclass(slots=True)
+class Plan:
+    route: str
+    terms: list[str]
+    capped: bool = False
+    repaired: dict[str, str] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    identity: str
+    generation: int
+    n_chunks: int
+    avgdl: float
+    segments: list[tuple[str, str]]  # (name, state)
+
+
+class Engine:
+    """Answers searches from one DuckDB database (a writer's connection or a read-only one)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
+                 committed_generation: Callable[[], int] | None = None) -> None:
+        self._con = con
+        self._key = key
+        self._lock = lock
+        self._committed = committed_generation
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursors_lock = threading.Lock()
+
+    def _cur(self) -> duckdb.DuckDBPyConnection:
+        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cur", None)
+        if cur is None:
+            cur = self._con.cursor()
+            self._local.cur = cur
+            with self._cursors_lock:
+                self._cursors.append(cur)
+        return cur
+
+    def close(self) -> None:
+        with self._cursors_lock:
+            for cur in self._cursors:
+                try:
+                    cur.close()
+                except duckdb.Error:
+                    pass
+            self._cursors.clear()
+
+    @contextmanager
+    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock.shared() if self._lock else nullcontext():
+            cur = self._cur()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+            finally:
+                cur.execute("ROLLBACK")
+
+    def _snapshot(self, cur: duckdb.DuckDBPyConnection) -> Snapshot:
+        row = cur.execute("SELECT identity, generation, n_chunks, sum_dl FROM meta").fetchone()
+        assert row is not None
+        n = int(row[2])
+        segs = [(str(a), str(b)) for a, b in cur.execute("SELECT name, state FROM segments").fetchall()]
+        return Snapshot(str(row[0]), int(row[1]), n, (int(row[3]) / n) if n else 1.0, segs)
+
+    # --- search -------------------------------------------------------------------------------
+    def search(self, req: SearchRequest, *, freshness_truncated: bool = False) -> dict[str, Any]:
+        pos: Position | None = None
+        qk = query_key(req)
+        if req.cursor is not None:
+            try:
+                pos = open_cursor(self._key, req.cursor)
+            except MalformedCursor:
+                return {"kind": "malformed-cursor"}
+            if pos.query_key != qk:
+                return {"kind": "malformed-cursor"}
+        with self._read() as cur:
+            t0 = time.perf_counter()
+            snap = self._snapshot(cur)
+            if pos is not None and (pos.identity != snap.identity or pos.generation != snap.generation):
+                return {"kind": "stale-cursor", "generation": snap.generation, "expectedGeneration": pos.generation}
+            offset = pos.offset if pos else 0
+            plan, rows = self._rank(cur, req, snap, offset, req.limit + 1)
+            has_more = len(rows) > req.limit
+            rows = rows[: req.limit]
+            hits, cut = self._hits(cur, req, plan, rows)
+            duration = (time.perf_counter() - t0) * 1000
+        if self._committed is not None:
+            now = self._committed()
+            if now != snap.generation:
+                return {"kind": "stale-cursor", "generation": now, "expectedGeneration": snap.generation}
+        cursor = mint(self._key, Position(qk, snap.generation, snap.identity, offset + len(rows))) if has_more else None
+        result: dict[str, Any] = {
+            "kind": "results",
+            "hits": hits,
+            "page": {"cursor": cursor, "hasMore": has_more},
+            "generation": snap.generation,
+            "truncated": {"candidates": plan.capped, "snippets": cut, "query": req.query_truncated,
+                          "freshness": freshness_truncated},
+            "durationMs": round(duration, 3),
+        }
+        if req.debug:
+            report: dict[str, Any] = {"route": plan.route, "scope": req.scope}
+            dbg: dict[str, Any] = {"route": plan.route}
+            if plan.repaired:
+                dbg["repairedTerms"] = dict(plan.repaired)
+                report["repairedTerms"] = dict(plan.repaired)
+            report["tried"] = list(plan.tried)
+            dbg["plannerReport"] = report
+            result["debug"] = dbg
+        return result
+
+    # --- planning and ranking -------------------------------------------------------------------
+    def _rank(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, offset: int,
+              count: int) -> tuple[Plan, list[tuple[int, float, int | None]]]:
+        terms = query_terms(req.text)
+        filt_sql, filt_args = _filters(req)
+        if not terms:
+            if not req.operators:
+                return Plan("empty", []), []
+            plan = Plan("operators", [])
+            plan.tried.append("operators")
+            sql = (f"SELECT s.sess, 0.0, NULL FROM sessions s WHERE {filt_sql} "
+                   "ORDER BY s.updated_at DESC NULLS LAST, s.sess LIMIT ? OFFSET ?")
+            return plan, [(int(a), float(b), None) for a, b, _ in
+                          cur.execute(sql, [*filt_args, count, offset]).fetchall()]
+        hashes = {t: term_hash(t) for t in terms}
+        df = self._df(cur, snap, list(hashes.values()))
+        tried: list[str] = []
+        for route in ("all", "any"):
+            if route == "any" and len(terms) == 1:
+                break  # the same as "all" for a single term
+            tried.append(route)
+            present = {t: hashes[t] for t in terms if df.get(hashes[t], 0) > 0}
+            if not present or (route == "all" and len(present) < len(terms)):
+                continue
+            plan = Plan(route, terms, tried=list(tried))
+            args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
+            rows = self._score(*args, offset, count, require_all=(route == "all"))
+            # A route answers when it has any match at all, whatever page was asked for.
+            if rows or (offset > 0 and self._score(*args, 0, 1, require_all=(route == "all"))):
+                return plan, rows
+        return Plan(tried[-1], terms, tried=tried), []
+
+    def _df(self, cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
+        lst = ", ".join(str(h) for h in hashes)
+        union = " UNION ALL ".join(f"SELECT term FROM {name} WHERE term IN ({lst})" for name, _ in snap.segments)
+        return {int(t): int(n) for t, n in cur.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()}
+
+    def _score(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+               hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
+               count: int, *, require_all: bool) -> list[tuple[int, float, int | None]]:
+        n = max(snap.n_chunks, 1)
+        conv = " AND conv" if req.scope == "conversation" else ""
+        sess_f = f" AND sess IN (SELECT s.sess FROM sessions s WHERE {filt_sql})" if filt_args or filt_sql != "TRUE" \
+            else ""
+        by_rarity = sorted(hashes.values(), key=lambda h: df.get(h, 0))
+        driver = by_rarity[0]
+        restrict = ""
+        capped_terms = [h for h in by_rarity if df.get(h, 0) > TERM_CAP]
+        if require_all and len(hashes) > 1 and df.get(driver, 0) <= TERM_CAP:
+            # The rarest term bounds the candidates exactly; other terms only need checking there.
+            restrict = " AND chunk IN (SELECT chunk FROM drv)"
+            capped_terms = []
+        parts: list[str] = []
+        args: list[Any] = []
+        for name, state in snap.segments:
+            free = [h for h in hashes.values() if h not in capped_terms]
+            if free:
+                lst = ", ".join(str(h) for h in free)
+                parts.append(f"SELECT term, chunk, sess, tf, dl FROM {name} WHERE term IN ({lst}){conv}{sess_f}"
+                             + (restrict if restrict else ""))
+                args += filt_args if sess_f else []
+            for h in capped_terms:
+                order = "" if state == "sorted" else \
+                    f" ORDER BY tf::DOUBLE / (tf + {K1} * (1 - {B} + {B} * dl / {snap.avgdl})) DESC, chunk"
+                parts.append(f"(SELECT term, chunk, sess, tf, dl FROM {name} WHERE term = {h}{conv}{sess_f}"
+                             f"{order} LIMIT {TERM_CAP})")
+                args += filt_args if sess_f else []
+        if capped_terms:
+            plan.capped = True
+        idf_rows = ", ".join(
+            f"({h}, {math.log(1 + (n - df.get(h, 0) + 0.5) / (df.get(h, 0) + 0.5))!r})" for h in hashes.values())
+        drv = ""
+        drv_args: list[Any] = []
+        if restrict:
+            drv_parts = [f"SELECT chunk FROM {name} WHERE term = {driver}{conv}{sess_f}" for name, _ in snap.segments]
+            drv = "drv AS (" + " UNION ALL ".join(drv_parts) + "), "
+            drv_args = [a for _ in snap.segments for a in (filt_args if sess_f else [])]
+        having = f" HAVING count(*) = {len(hashes)}" if require_all and len(hashes) > 1 else ""
+        order = "b.score DESC, s.updated_at DESC NULLS LAST, b.sess" if req.filters.sort == "relevance" \
+            else "s.updated_at DESC NULLS LAST, b.score DESC, b.sess"
+        sql = f"""
+            WITH {drv}p AS ({" UNION ALL ".join(parts)}),
+            i(term, idf) AS (VALUES {idf_rows}),
+            w AS (
+                SELECT p.chunk, any_value(p.sess) AS sess,
+                       round(sum(i.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.dl / {snap.avgdl!r}))), 6)
+                         AS score
+                FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
+            b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
+                  FROM w GROUP BY sess)
+            SELECT b.sess, b.score, b.chunk FROM b JOIN sessions s USING (sess)
+            WHERE {filt_sql}
+            ORDER BY {order} LIMIT ? OFFSET ?"""
+        all_args = [*drv_args, *args, *filt_args, count, offset]
+        return [(int(a), float(b), int(c)) for a, b, c in cur.execute(sql, all_args).fetchall()]
+
+    # --- hits -------------------------------------------------------------------------------------
+    def _hits(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
+              rows: list[tuple[int, float, int | None]]) -> tuple[list[dict[str, Any]], int]:
+        if not rows:
+            return [], 0
+        sess_ids = [r[0] for r in rows]
+        meta = {int(r[0]): r for r in cur.execute(
+            """SELECT s.sess, s.agent, s.session_id, coalesce(t.title, s.title), s.cwd, s.branch, s.updated_at,
+                      s.message_count, s.resume_command, s.present
+               FROM sessions s LEFT JOIN titles t ON t.agent = s.agent AND t.session_id = s.session_id
+               WHERE s.sess IN (SELECT unnest(?::INTEGER[]))""", [sess_ids]).fetchall()}
+        chunk_ids = [r[2] for r in rows if r[2] is not None]
+        chunks = {int(r[0]): r for r in cur.execute(
+            "SELECT chunk, role, ts, text FROM chunks WHERE chunk IN (SELECT unnest(?::BIGINT[]))",
+            [chunk_ids]).fetchall()} if chunk_ids else {}
+        terms = set(plan.terms)
+        hits: list[dict[str, Any]] = []
+        cut = 0
+        for sess, score, chunk in rows:
+            m = meta.get(sess)
+            if m is None:
+                continue
+            evidence: dict[str, Any] | None = None
+            c = chunks.get(chunk) if chunk is not None else None
+            if c is not None:
+                snip = make_snippet(c[3], terms)
+                cut += 1 if snip.cut else 0
+                evidence = {"snippet": snip.text, "role": ROLE_NAMES[int(c[1])], "timestamp": c[2]}
+            hits.append({
+                "agent": m[1],
+                "sessionId": m[2],
+                "title": m[3],
+                "cwd": m[4],
+                "branch": m[5],
+                "updatedAt": m[6],
+                "messageCount": int(m[7]),
+                "score": score,
+                "source": "present" if m[9] else "unverifiable",
+                "evidence": evidence,
+                "resumeCommand": m[8],
+            })
+        return hits, cut
+
+
+def _filters(req: SearchRequest) -> tuple[str, list[Any]]:
+    """A WHERE fragment over ``sessions s`` for the request's filters, with its parameters."""
+    f = req.filters
+    clauses: list[str] = []
+    args: list[Any] = []
+    if f.agents:
+        clauses.append("s.agent IN (SELECT unnest(?::VARCHAR[]))")
+        args.append(list(f.agents))
+    if f.scope_paths:
+        ors = []
+        for p in f.scope_paths:
+            if p == "/":
+                ors.append("s.cwd IS NOT NULL")
+            else:
+                ors.append("(s.cwd = ? OR starts_with(s.cwd, ?))")
+                args += [p, p + "/"]
+        clauses.append("(" + " OR ".join(ors) + ")")
+    if f.since_ms is not None:
+        clauses.append("s.updated_at >= ?")
+        args.append(f.since_ms)
+    if f.branches:
+        clauses.append("s.branch IN (SELECT unnest(?::VARCHAR[]))")
+        args.append(list(f.branches))
+    return (" AND ".join(clauses) if clauses else "TRUE"), args

@@ -1,0 +1,118 @@
+"""Evidence snippets: a short window of the best chunk with matches wrapped in ``[[`` ``]]``.
+
+Only real matches are marked. A transcript's own ``[[`` or ``]]`` (bash ``[[ -f x ]]``, numpy
+``[[1, 2]]``) is kept readable but broken with a zero-width space (``[\u200b[``) so that no
+client can mistake it for a mark. Cutting never splits a mark; an enormous matched token is
+shortened inside its mark (``[[abc…xyz]]``) and the snippet counts as cut.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aivault.text import iter_tokens, normalize, token_terms
+
+SNIPPET_CHARS = 240
+MAX_SNIPPET_CHARS = 600
+MAX_MARK_CHARS = 120
+_ZWSP = "\u200b"
+_WS = re.compile(r"\s+")
+_MAX_SPANS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    text: str
+    cut: bool
+
+
+def _escape(text: str) -> str:
+    if "[[" not in text and "]]" not in text:
+        return text
+    return text.replace("[[", f"[{_ZWSP}[").replace("]]", f"]{_ZWSP}]")
+
+
+def _spans(text: str, terms: set[str]) -> list[tuple[int, int, str]]:
+    """(start, end, term) for every token of ``text`` that matches a query term."""
+    out: list[tuple[int, int, str]] = []
+    for m in iter_tokens(text):
+        token = m.group(0)
+        produced = token_terms(normalize(token))
+        hit = next((t for t in produced if t in terms), None)
+        if hit is None:
+            continue
+        start, end = m.span()
+        if len(produced) > 1 and len(produced[0]) == 2 and hit in token:
+            # A CJK run: mark only the part the query asked for, not the whole run.
+            i = token.find(hit)
+            out.append((start + i, start + i + len(hit), hit))
+        else:
+            out.append((start, end, hit))
+        if len(out) >= _MAX_SPANS:
+            break
+    return out
+
+
+def _best_window(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple[int, int]:
+    if not spans:
+        return 0, min(n, width)
+    best = (0, 0, 0)  # (distinct terms, -start, index)
+    for i, (s, _, _) in enumerate(spans):
+        lo = max(0, s - width // 4)
+        hi = lo + width
+        distinct = {t for (a, b, t) in spans[i:] if a >= lo and b <= hi}
+        score = (len(distinct), -lo)
+        if score > best[:2]:
+            best = (score[0], score[1], i)
+    lo = max(0, spans[best[2]][0] - width // 4)
+    return lo, min(n, lo + width)
+
+
+def make_snippet(text: str, terms: set[str], width: int = SNIPPET_CHARS) -> Snippet:
+    spans = _spans(text, terms)
+    lo, hi = _best_window(spans, len(text), width)
+    # Never cut a mark: widen the window to whole spans that straddle its edges.
+    for s, e, _ in spans:
+        if s < lo < e:
+            lo = s
+        if s < hi < e:
+            hi = e
+    cut = lo > 0 or hi < len(text)
+    parts: list[str] = []
+    pos = lo
+    for s, e, _ in spans:
+        if s < lo or e > hi or s < pos:
+            continue
+        before = _escape(_WS.sub(" ", text[pos:s]))
+        if before.endswith("["):
+            before += _ZWSP  # "[" + "[[" would read as a mark opening early
+        parts.append(before)
+        token = text[s:e]
+        if len(token) > MAX_MARK_CHARS:
+            token = token[: MAX_MARK_CHARS // 2] + "…" + token[-(MAX_MARK_CHARS // 2 - 1):]
+            cut = True
+        parts.append("[[" + _escape(token) + "]]")
+        pos = e
+        if text[pos:pos + 1] == "]":
+            parts.append(_ZWSP)
+    parts.append(_escape(_WS.sub(" ", text[pos:hi])))
+    body = "".join(parts).strip()
+    if len(body) > MAX_SNIPPET_CHARS:
+        body = _trim_outside_marks(body, MAX_SNIPPET_CHARS)
+        cut = True
+    if lo > 0:
+        body = "…" + body
+    if hi < len(text):
+        body = body + "…"
+    return Snippet(body, cut)
+
+
+def _trim_outside_marks(body: str, limit: int) -> str:
+    """Shorten to about ``limit`` characters without ending inside a mark."""
+    cut_at = limit
+    open_at = body.rfind("[[", 0, cut_at)
+    close_at = body.rfind("]]", 0, cut_at)
+    if open_at > close_at:  # the cut would fall inside a mark: end before it opens
+        cut_at = open_at
+    return body[:cut_at].rstrip()

@@ -1,0 +1,95 @@
+"""``python -m scanner``: the scanner child process (docs/protocol.md, "Scanner process").
+
+It connects to the indexer's ingest socket, loads the committed file state, then runs scan
+passes when the indexer asks (RECONCILE) until told to STOP or until its parent goes away.
+A desktop app can spawn it the same way the daemon does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections import deque
+
+from aivault import log
+from aivault.codec import IngestMessage
+from aivault.protocol import K_PASS_DONE
+from scanner.discover import Root, default_roots, parse_root_spec
+from scanner.link import IndexerGone, Link, Resync, StopRequested
+from scanner.scan import Scanner
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m scanner", description=__doc__.splitlines()[0])
+    ap.add_argument("--connect", required=True, help="the indexer's ingest endpoint, e.g. ipc:///path/ingest.sock")
+    ap.add_argument("--root", action="append", default=[], metavar="AGENT=PATH",
+                    help="an extra transcript root (repeatable), e.g. claude=/mnt/old/.claude/projects")
+    ap.add_argument("--no-default-roots", action="store_true",
+                    help="scan only --root folders, not ~/.claude, ~/.codex and friends")
+    return ap.parse_args(argv)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Unwinding from anywhere is safe: the indexer commits each batch atomically with the
+    # file offsets it advances, so an interrupted batch is simply re-sent next time.
+    raise StopRequested("SIGTERM")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    log.configure("info", process="scanner")
+    logger = log.get("scanner")
+    try:
+        roots: list[Root] = [] if args.no_default_roots else default_roots()
+        roots += [parse_root_spec(s) for s in args.root]
+    except ValueError as exc:
+        print(f"scanner: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    link = Link(args.connect)
+    scanner = Scanner(link, roots)
+    pending: deque[IngestMessage] = deque()
+    try:
+        scanner.sync()
+        while True:
+            pending.extend(link.control)
+            link.control.clear()
+            if not pending:
+                link.pump(1.0)
+                continue
+            reqs = list(pending)
+            pending.clear()
+            full = any(bool(m.header.get("full")) for m in reqs)
+            try:
+                stats = scanner.run_pass(reqs[-1].header.get("req"), full)
+            except Resync as exc:
+                logger.warning("indexer refused a batch; reloading state", reason=exc.reason)
+                scanner.synced = False
+                pending.extendleft(reversed(reqs))
+                continue
+            link.send(K_PASS_DONE, {
+                "reqs": [m.header.get("req") for m in reqs],
+                "full": full,
+                "files_seen": stats.files_seen,
+                "files_changed": stats.files_changed,
+                "messages": stats.messages,
+                "malformed": stats.malformed,
+                "oversized": stats.oversized,
+                "failed": stats.failed,
+                "problems": [{"root": p.root, "reason": p.reason} for p in stats.problems],
+            })
+            logger.info("pass done", full=full, files=stats.files_seen, changed=stats.files_changed,
+                        messages=stats.messages, malformed=stats.malformed, failed=len(stats.failed),
+                        problems=len(stats.problems))
+    except (IndexerGone, StopRequested) as exc:
+        logger.info("scanner exiting", reason=str(exc) or exc.__class__.__name__)
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        link.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Building one ingest batch: file progress, session metadata, chunk rows and postings.
+
+The layout on the wire is in docs/protocol.md ("BATCH"). Chunk columns travel as one msgpack
+frame; postings as three raw little-endian arrays (chunk index uint32, term int64, tf uint16)
+so the indexer hands them to DuckDB without touching each row in Python.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from dataclasses import asdict
+from typing import Any
+
+from aivault.codec import packb
+from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_MESSAGES
+from aivault.text import Tokenizer, chunk_text, tool_index_text
+from scanner.model import KINDS, ROLES, Message, SessionInfo
+
+ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+_TF_MAX = 65535
+_DL_MAX = 65535
+_LITTLE = sys.byteorder == "little"
+
+
+def _le(a: array[Any]) -> bytes:
+    if not _LITTLE:
+        a = array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
+
+
+class BatchBuilder:
+    """Accumulates file parts until the batch reaches its message or byte bound."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tok = tokenizer
+        self._reset()
+
+    def _reset(self) -> None:
+        self.files: list[dict[str, Any]] = []
+        self.gone: list[str] = []  # paths a full pass no longer finds
+        self.titles: list[list[str]] = []
+        self.c_file: list[int] = []
+        self.c_ord: list[int] = []
+        self.c_part: list[int] = []
+        self.c_role: list[int] = []
+        self.c_kind: list[int] = []
+        self.c_ts: list[int | None] = []
+        self.c_dl: list[int] = []
+        self.c_text: list[str] = []
+        self.p_chunk: array[int] = array("I")
+        self.p_term: array[int] = array("q")
+        self.p_tf: array[int] = array("H")
+        self.messages = 0
+        self.bytes = 0
+        self.dropped_lines = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.files or self.gone or self.titles)
+
+    @property
+    def full(self) -> bool:
+        return self.messages >= BATCH_MAX_MESSAGES or self.bytes >= BATCH_MAX_BYTES
+
+    def add_file(self, update: dict[str, Any]) -> int:
+        """Register a file part; returns its index for the messages that follow."""
+        self.files.append(update)
+        return len(self.files) - 1
+
+    def add_message(self, file_idx: int, ordinal: int, msg: Message) -> None:
+        self.messages += 1
+        text = msg.text
+        if msg.kind in ("tool_call", "tool_result"):
+            text, dropped = tool_index_text(text)
+            self.dropped_lines += dropped
+        role = ROLE_CODE[msg.role]
+        kind = KIND_CODE[msg.kind]
+        for part, piece in enumerate(chunk_text(text)):
+            tf, length = self.tok.index_terms(piece)
+            if not tf:
+                continue
+            ci = len(self.c_text)
+            self.c_file.append(file_idx)
+            self.c_ord.append(ordinal)
+            self.c_part.append(part)
+            self.c_role.append(role)
+            self.c_kind.append(kind)
+            self.c_ts.append(msg.ts)
+            self.c_dl.append(min(length, _DL_MAX))
+            self.c_text.append(piece)
+            self.p_chunk.extend([ci] * len(tf))
+            self.p_term.extend(tf.keys())
+            self.p_tf.extend(v if v <= _TF_MAX else _TF_MAX for v in tf.values())
+            self.bytes += len(piece) + 14 * len(tf)
+
+    def finish(self, seq: int, epoch: int) -> tuple[dict[str, Any], list[bytes]]:
+        """The batch's header and payload frames; the builder is empty afterwards."""
+        header: dict[str, Any] = {
+            "seq": seq,
+            "epoch": epoch,
+            "files": self.files,
+            "gone": self.gone,
+            "titles": self.titles,
+            "chunks": len(self.c_text),
+            "postings": len(self.p_term),
+            "messages": self.messages,
+            "dropped_lines": self.dropped_lines,
+        }
+        columns = {
+            "file": self.c_file,
+            "ord": self.c_ord,
+            "part": self.c_part,
+            "role": self.c_role,
+            "kind": self.c_kind,
+            "ts": self.c_ts,
+            "dl": self.c_dl,
+            "text": self.c_text,
+        }
+        payload = [
+            packb(columns),
+            _le(self.p_chunk),
+            _le(self.p_term),
+            _le(self.p_tf),
+            packb(self.tok.drain_new_terms()),
+        ]
+        self._reset()
+        return header, payload
+
+
+def session_dict(info: SessionInfo) -> dict[str, Any]:
+    return asdict(info)

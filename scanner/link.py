@@ -1,0 +1,140 @@
+"""The scanner's end of the ingest socket: credit-based flow control and liveness.
+
+The scanner may have at most ``MAX_INFLIGHT_BATCHES`` batches unacknowledged; sending
+another blocks until an ACK frees a slot. With bounded batches this bounds the memory both
+processes hold when the indexer is slower than the scanner. Control messages (RECONCILE,
+STOP) that arrive while a pass is running are queued for the main loop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from typing import Any
+
+import zmq
+
+from aivault import log
+from aivault.codec import IngestMessage, decode_ingest, encode_ingest
+from aivault.errors import ProtocolError
+from aivault.protocol import (
+    INDEXER_KINDS,
+    INDEXER_SILENCE_TIMEOUT_S,
+    K_ACK,
+    K_NACK,
+    K_RECONCILE,
+    K_STATE,
+    K_STOP,
+    MAX_INFLIGHT_BATCHES,
+)
+
+_log = log.get("scanner.link")
+
+
+class IndexerGone(Exception):
+    """The indexer stopped answering, or our parent process died: exit quietly."""
+
+
+class StopRequested(Exception):
+    """The indexer asked the scanner to stop."""
+
+
+class Resync(Exception):
+    """The indexer refused a batch; the scanner must reload file state and start over."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Link:
+    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None) -> None:
+        self.ctx = ctx or zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.sock.setsockopt(zmq.SNDHWM, MAX_INFLIGHT_BATCHES + 16)
+        self.sock.connect(endpoint)
+        self.parent = os.getppid()
+        self.inflight: dict[int, float] = {}
+        self.control: deque[IngestMessage] = deque()
+        self.replies: deque[IngestMessage] = deque()
+        self.generation = 0
+        self.acked_messages = 0
+        self.last_heard = time.monotonic()
+        self._seq = 0
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def send(self, kind: bytes, header: dict[str, Any], payload: list[bytes] | None = None) -> None:
+        self.sock.send_multipart(encode_ingest(kind, header, payload), copy=False)
+
+    def send_batch(self, kind: bytes, header: dict[str, Any], payload: list[bytes]) -> None:
+        while len(self.inflight) >= MAX_INFLIGHT_BATCHES:
+            self.pump(timeout_s=1.0)
+        self.inflight[header["seq"]] = time.monotonic()
+        self.send(kind, header, payload)
+
+    def drain(self) -> None:
+        """Wait until every sent batch is acknowledged."""
+        while self.inflight:
+            self.pump(timeout_s=1.0)
+
+    def check_alive(self) -> None:
+        if os.getppid() != self.parent:
+            raise IndexerGone("parent process exited")
+        if time.monotonic() - self.last_heard > INDEXER_SILENCE_TIMEOUT_S:
+            raise IndexerGone(f"no word from the indexer for {INDEXER_SILENCE_TIMEOUT_S:.0f} s")
+
+    def pump(self, timeout_s: float) -> None:
+        """Receive whatever arrives within ``timeout_s`` and dispatch it."""
+        if self.sock.poll(int(timeout_s * 1000), zmq.POLLIN):
+            while True:
+                try:
+                    frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._dispatch(frames)
+        self.check_alive()
+
+    def _dispatch(self, frames: list[bytes]) -> None:
+        try:
+            msg = decode_ingest(frames, INDEXER_KINDS)
+        except ProtocolError as exc:
+            _log.warning("bad frame from indexer", error=str(exc))
+            return
+        self.last_heard = time.monotonic()
+        if msg.kind == K_ACK:
+            self.inflight.pop(int(msg.header.get("seq", -1)), None)
+            self.generation = int(msg.header.get("generation", self.generation))
+            self.acked_messages += int(msg.header.get("messages", 0))
+        elif msg.kind == K_NACK:
+            self.inflight.clear()
+            raise Resync(str(msg.header.get("reason", "batch refused")))
+        elif msg.kind == K_STOP:
+            raise StopRequested()
+        elif msg.kind == K_RECONCILE:
+            self.control.append(msg)
+        elif msg.kind == K_STATE:
+            self.replies.append(msg)
+        # PING frames only refresh last_heard.
+
+    def request(self, kind: bytes, header: dict[str, Any]) -> list[IngestMessage]:
+        """Send a request and collect its STATE reply pages (matched by ``req``) up to ``last``."""
+        req = self.next_seq()
+        self.send(kind, {**header, "req": req})
+        pages: list[IngestMessage] = []
+        while True:
+            while self.replies:
+                msg = self.replies.popleft()
+                if msg.header.get("req") != req:
+                    continue
+                pages.append(msg)
+                if msg.header.get("last", True):
+                    return pages
+            self.pump(timeout_s=0.5)
+
+    def close(self) -> None:
+        self.sock.close(linger=500)

@@ -1,0 +1,67 @@
+"""Reading the complete lines appended to a file since a byte offset, in bounded memory.
+
+Only lines that end with a newline are returned: a writer may be in the middle of the last
+line, so it is left for the next pass (its bytes are not consumed). A line longer than
+``MAX_LINE_BYTES`` is skipped by streaming over it, never held whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+BLOCK_BYTES = 1 << 20
+# Large enough for any real transcript record (a 10 MB pasted log parses), small enough that
+# a runaway line cannot exhaust memory.
+MAX_LINE_BYTES = 64 << 20
+# How much of a file's beginning identifies it: a file rewritten in place with other content
+# changes its first bytes even when its inode and size do not betray it.
+HEAD_BYTES = 4096
+
+
+@dataclass(slots=True)
+class ReadStats:
+    oversized: int = 0  # lines skipped for exceeding MAX_LINE_BYTES
+
+
+def iter_lines(fd: int, start: int, end: int, stats: ReadStats) -> Iterator[tuple[bytes, int]]:
+    """(line without its newline, offset just after the newline) for complete lines in [start, end)."""
+    pos = start
+    buf = bytearray()
+    skipping = False
+    while pos < end:
+        want = min(BLOCK_BYTES, end - pos)
+        block = os.pread(fd, want, pos)
+        if not block:
+            break
+        pos += len(block)
+        lo = 0
+        while True:
+            nl = block.find(b"\n", lo)
+            if nl == -1:
+                if skipping:
+                    break
+                buf += block[lo:]
+                if len(buf) > MAX_LINE_BYTES:
+                    skipping = True
+                    stats.oversized += 1
+                    buf.clear()
+                break
+            line_end = pos - len(block) + nl + 1
+            if skipping:
+                skipping = False
+            elif buf:
+                buf += block[lo:nl]
+                yield bytes(buf), line_end
+                buf.clear()
+            else:
+                yield block[lo:nl], line_end
+            lo = nl + 1
+
+
+def head_hash(fd: int, length: int) -> int:
+    """A 64-bit fingerprint of the first ``length`` bytes (see HEAD_BYTES)."""
+    data = os.pread(fd, length, 0) if length > 0 else b""
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
