@@ -372,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: say so plainly; the traceback is one env var away
+        if log.debug_enabled():
+            raise
+        print(f"aivault: internal error: {exc.__class__.__name__}: {exc}\n"
+              "Run again with AIVAULT_LOG_LEVEL=debug for the traceback, and please report it.", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -16,8 +16,19 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+_current = "warning"
+
+
+def current_level_name() -> str:
+    """The level this process logs at, for children that should log alike."""
+    return _current
+
+
 def configure(default_level: str = "warning", *, process: str = "aivault") -> None:
-    level = _LEVELS.get(os.environ.get("AIVAULT_LOG_LEVEL", default_level).lower(), logging.WARNING)
+    global _current
+    name = os.environ.get("AIVAULT_LOG_LEVEL", default_level).lower()
+    _current = name if name in _LEVELS else "warning"
+    level = _LEVELS[_current]
     renderer: structlog.typing.Processor
     if sys.stderr.isatty():
         renderer = structlog.dev.ConsoleRenderer(colors=True)
@@ -40,3 +51,7 @@ def configure(default_level: str = "warning", *, process: str = "aivault") -> No
 
 def get(name: str) -> structlog.typing.FilteringBoundLogger:
     return structlog.get_logger(name)  # type: ignore[no-any-return]
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("AIVAULT_LOG_LEVEL", "").lower() == "debug"

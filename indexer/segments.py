@@ -13,6 +13,7 @@ exclusive side of ``SegmentLock`` that queries hold shared while they run.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ _log = log.get("indexer.segments")
 
 # Postings in the active segment before it is frozen. Small enough that scanning it unsorted
 # stays a few milliseconds; large enough that merges are rare.
-FREEZE_ROWS = 2_000_000
+FREEZE_ROWS = int(os.environ.get("AIVAULT_FREEZE_ROWS", "2000000"))
 # BM25 parameters; the merge orders postings by BM25 impact with the same values.
 K1 = 1.2
 B = 0.75

@@ -115,6 +115,7 @@ class IndexerService:
         self._last_recent = 0.0
         self._last_full = 0.0
         self._refusals = 0
+        self.scanner_peak_rss_kb = 0
 
     # --- public, thread-safe ------------------------------------------------------------------
     @property
@@ -363,6 +364,7 @@ class IndexerService:
 
     def _spawn_scanner(self) -> None:
         env = dict(os.environ)
+        env.setdefault("AIVAULT_LOG_LEVEL", log.current_level_name())
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._scanner = subprocess.Popen(self.scanner_command(), env=env, stdin=subprocess.DEVNULL)
@@ -374,7 +376,7 @@ class IndexerService:
             if now >= self._respawn_at and not self._stop.is_set():
                 self._spawn_scanner()
             return
-        code = proc.poll()
+        code = self._reap(proc, block=False)
         if code is None:
             return
         _log.warning("scanner exited; restarting", code=code, delay_s=self._respawn_delay)
@@ -384,6 +386,20 @@ class IndexerService:
         self.progress.running = False
         self._respawn_at = now + self._respawn_delay
         self._respawn_delay = min(self._respawn_delay * 2, SCANNER_RESPAWN_MAX_S)
+
+    def _reap(self, proc: subprocess.Popen[bytes], *, block: bool) -> int | None:
+        """The scanner's exit code once it has exited (recording its peak RSS), else None."""
+        if proc.returncode is not None:
+            return proc.returncode
+        try:
+            pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return proc.poll() if proc.returncode is None else proc.returncode
+        if pid == 0:
+            return None
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.scanner_peak_rss_kb = max(self.scanner_peak_rss_kb, int(usage.ru_maxrss))
+        return proc.returncode
 
     def _housekeeping(self, now: float) -> None:
         if self._scanner_id is not None and self._scanner is not None:
@@ -433,15 +449,13 @@ class IndexerService:
         proc = self._scanner
         if proc is not None and proc.poll() is None:
             self._send(K_STOP, {"reason": "indexer stopping"})
-            try:
-                proc.wait(SCANNER_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(SCANNER_STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + SCANNER_STOP_GRACE_S
+            while self._reap(proc, block=False) is None:
+                if time.monotonic() > deadline:
                     proc.kill()
-                    proc.wait()
+                    self._reap(proc, block=True)
+                    break
+                time.sleep(0.02)
         self._scanner = None
         t = self._merge_thread
         if t is not None and t.is_alive():

@@ -21,7 +21,8 @@ from aivault import log
 from aivault.codec import packb, unpackb
 from aivault.errors import ProtocolError
 from indexer import schema as q
-from indexer.segments import FREEZE_ROWS, MergePlan, SegmentLock, SegmentSet
+from indexer import segments as seg_mod
+from indexer.segments import MergePlan, SegmentLock, SegmentSet
 from indexer.store import Meta, now_ms
 
 _log = log.get("indexer.writer")
@@ -284,7 +285,7 @@ class Writer:
     # --- segment upkeep (called between batches) ----------------------------------------------
     def maybe_freeze(self, force: bool = False) -> bool:
         active = self.segments.active
-        if active.rows >= FREEZE_ROWS or (force and active.rows > 0):
+        if active.rows >= seg_mod.FREEZE_ROWS or (force and active.rows > 0):
             nxt = self.segments.freeze(self.con, self.meta.next_segment)
             self.meta = self.meta.advanced(next_segment=nxt)
             return True

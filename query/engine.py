@@ -216,7 +216,8 @@ class Engine:
         if capped_terms:
             plan.capped = True
         idf_rows = ", ".join(
-            f"({h}, {math.log(1 + (n - df.get(h, 0) + 0.5) / (df.get(h, 0) + 0.5))!r})" for h in hashes.values())
+            f"({h}::BIGINT, {math.log(1 + (n - df.get(h, 0) + 0.5) / (df.get(h, 0) + 0.5))!r}::DOUBLE)"
+            for h in hashes.values())
         drv = ""
         drv_args: list[Any] = []
         if restrict:
@@ -231,7 +232,8 @@ class Engine:
             i(term, idf) AS (VALUES {idf_rows}),
             w AS (
                 SELECT p.chunk, any_value(p.sess) AS sess,
-                       round(sum(i.idf * p.tf * {K1 + 1} / (p.tf + {K1} * (1 - {B} + {B} * p.dl / {snap.avgdl!r}))), 6)
+                       round(sum(i.idf * p.tf * {K1 + 1}::DOUBLE
+                             / (p.tf + {K1}::DOUBLE * (1 - {B}::DOUBLE + {B}::DOUBLE * p.dl / {snap.avgdl!r}::DOUBLE))), 6)
                          AS score
                 FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
             b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk

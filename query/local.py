@@ -100,4 +100,5 @@ class LocalService:
             "generation": m.generation,
             "identity": m.identity,
             "writeError": ix.obs.write_error,
+            "scannerPeakRssKb": ix.scanner_peak_rss_kb,
         }

@@ -1,0 +1,181 @@
+"""Shared fixtures: data directories, transcript roots, and daemons run for real.
+
+Every daemon here is the real thing: a DuckDB file, ZeroMQ sockets, and the scanner as a
+child process. ``inproc_daemon`` runs the daemon object in the test process (the scanner is
+still a separate process); ``DaemonProcess`` runs ``aivault serve`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aivault import policy
+from aivault.home import Home
+from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["AIVAULT_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("AIVAULT_LOG_LEVEL", "warning")
+    env.update(extra)
+    return env
+
+
+def run_cli(home: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "aivault.cli", *args], env=env or cli_env(home),
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"aivault {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    h = Home.resolve(tmp_path / "home").ensure()
+    policy.save(h, policy.Policy(True, None))
+    return h
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> dict[str, Path]:
+    claude = tmp_path / "claude" / "projects"
+    codex = tmp_path / "codex" / "sessions"
+    claude.mkdir(parents=True)
+    codex.mkdir(parents=True)
+    return {"claude": claude, "codex": codex}
+
+
+def root_args(roots: dict[str, Path]) -> list[str]:
+    return [f"{agent}={path}" for agent, path in roots.items()]
+
+
+class InprocDaemon:
+    """The daemon object in this process; its scanner is a real child process."""
+
+    def __init__(self, home: Home, roots: dict[str, Path]) -> None:
+        from broker.daemon import Daemon
+
+        self.home = home
+        self.daemon = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
+        self.daemon.start()
+        self.service = self.daemon.service
+
+    def reconcile(self, full: bool = True, timeout: float = 120) -> dict[str, Any]:
+        return self.service.indexer.reconcile(full).result(timeout)
+
+    def search(self, query: str, **params: Any) -> dict[str, Any]:
+        from query.service import search_sessions
+
+        return search_sessions({"query": query, **params})
+
+    def close(self) -> None:
+        self.daemon.close()
+
+
+@pytest.fixture
+def inproc_daemon(home: Home, roots: dict[str, Path]) -> Iterator[InprocDaemon]:
+    d = InprocDaemon(home, roots)
+    try:
+        yield d
+    finally:
+        d.close()
+
+
+class DaemonProcess:
+    """``aivault serve`` as a subprocess, with an RPC client bound to its data directory."""
+
+    def __init__(self, home: Home, roots: dict[str, Path], *, extra_env: dict[str, str] | None = None,
+                 schedule_args: list[str] | None = None) -> None:
+        from broker.client import RpcClient
+
+        self.home = home
+        args = [sys.executable, "-m", "aivault.cli", "serve", "--no-default-roots"]
+        for spec in root_args(roots):
+            args += ["--root", spec]
+        self.log = open(home.path / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(args + (schedule_args or []), env=cli_env(home.path, **(extra_env or {})),
+                                     stdout=self.log, stderr=self.log, start_new_session=True)
+        self.rpc = RpcClient.for_home(home, timeout_s=60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited early: {self.read_log()}")
+            if (home.path / "daemon.sock").exists() and self.rpc.ping() is not None:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"daemon did not answer: {self.read_log()}")
+
+    def read_log(self) -> str:
+        self.log.flush()
+        return (self.home.path / "daemon.log").read_text(errors="replace")[-4000:]
+
+    def call(self, method: str, params: Any = None, host: str | None = None) -> Any:
+        return self.rpc.call(method, params if params is not None else {}, host=host)
+
+    def search(self, query: str, **params: Any) -> dict[str, Any]:
+        value: dict[str, Any] = self.call(METHOD_SEARCH, {"query": query, **params})
+        return value
+
+    def status(self) -> dict[str, Any]:
+        value: dict[str, Any] = self.call(METHOD_STATUS)
+        return value
+
+    def reconcile(self, full: bool = True) -> dict[str, Any]:
+        value: dict[str, Any] = self.call(METHOD_RECONCILE, {"full": full})
+        return value
+
+    def scanner_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        self.rpc.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.log.close()
+        return code
+
+    def kill(self) -> None:
+        self.rpc.close()
+        self.proc.kill()
+        self.proc.wait(10)
+        self.log.close()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(pred: Any, timeout: float = 30, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return False
