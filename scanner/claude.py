@@ -468,7 +468,9 @@ class ClaudeParser:
         content = obj.get("content")
         if not isinstance(content, str):
             return []
-        text = _MARKUP_TAG.sub("", content).strip()
+        # Claude Code indents the markup it writes; keep only the inner text, line by line.
+        lines = (line.strip() for line in _MARKUP_TAG.sub("", content).splitlines())
+        text = "\n".join(line for line in lines if line)
         return [Message("system", "text", text, ms)] if text else []
 
 

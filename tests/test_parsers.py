@@ -202,8 +202,9 @@ def test_to_epoch_ms_accepts_iso_and_epoch_numbers() -> None:
     assert to_epoch_ms(1772359200000) == 1772359200000
     assert to_epoch_ms(1772359200) == 1772359200000
     assert to_epoch_ms(1772359200.25) == 1772359200250
-    for garbage in ("[trimmed for fixture]", "", None, True, 42, float("nan"), [], {"t": 1}):
-        assert to_epoch_ms(garbage) is None
+    garbage: list[object] = ["[trimmed for fixture]", "", None, True, 42, float("nan"), [], {"t": 1}]
+    for value in garbage:
+        assert to_epoch_ms(value) is None
 
 
 def test_first_line_title_takes_first_nonblank_line_and_truncates() -> None:
@@ -970,3 +971,214 @@ def test_corpus_real_codex_excerpt_drops_injected_context() -> None:
     assert len(messages) == 1
     assert messages[0].text.startswith("can you analyse the MD files in this directory")
     assert parser.session.cwd == "/Users/macmini/Code/homelab-migration"
+
+
+# -- the shipped samples --------------------------------------------------------------------
+
+CLAUDE_PROJECTS = "claude/projects"
+STOREFRONT = "c4d5e6f7-0819-4a2b-8c3d-4e5f60718293"
+# relpath → (session_id, title, cwd, branch, parent_session_id)
+SAMPLE_SESSIONS: dict[str, tuple[str, str, str, str, str | None]] = {
+    f"{CLAUDE_PROJECTS}/-home-dev-analytics/3e1f8a42-7b9c-4d21-9e0a-5c6b7d8e9f01.jsonl": (
+        "3e1f8a42-7b9c-4d21-9e0a-5c6b7d8e9f01",
+        "duckdb lock fix",
+        "/home/dev/analytics",
+        "fix/duckdb-lock",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-chatbot/8a7b6c5d-4e3f-4a1b-9c2d-0e1f2a3b4c5d.jsonl": (
+        "8a7b6c5d-4e3f-4a1b-9c2d-0e1f2a3b4c5d",
+        "Fix pytest hang from asyncio event loop",
+        "/home/dev/chatbot",
+        "main",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-storefront/{STOREFRONT}.jsonl": (
+        STOREFRONT,
+        "React hydration mismatch in PriceTag fixed",
+        "/home/dev/storefront",
+        "feat/ssr-prices",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-storefront/{STOREFRONT}/subagents/agent-a7c41e9b2d5f60718.jsonl": (
+        "agent-a7c41e9b2d5f60718",
+        "subagent (Explore): Find every component or helper in /home/dev/storefront/src that formats prices…",
+        "/home/dev/storefront",
+        "feat/ssr-prices",
+        STOREFRONT,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-tilegrid/0f9e8d7c-6b5a-4948-8a7b-6c5d4e3f2a1b.jsonl": (
+        "0f9e8d7c-6b5a-4948-8a7b-6c5d4e3f2a1b",
+        "Rust borrow checker: double-buffer Grid::step",
+        "/home/dev/tilegrid/crates/grid-core",
+        "refactor/double-buffer",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-i18n-slugger/5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d.jsonl": (
+        "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d",
+        "Slugs for café, 修復 and 안녕하세요 come out different on macOS and Linux.",
+        "/home/dev/i18n-slugger",
+        "fix/nfc-normalization",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-vscode-ext/6c7d8e9f-a0b1-4c2d-9e3f-4a5b6c7d8e9f.jsonl": (
+        "6c7d8e9f-a0b1-4c2d-9e3f-4a5b6c7d8e9f",
+        "resolveTerminalPath returns undefined for foo_bar.ts on Windows",
+        "/home/dev/vscode-ext",
+        "main",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-ops-scripts/7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a.jsonl": (
+        "7d8e9f0a-1b2c-4d3e-8f4a-5b6c7d8e9f0a",
+        "deploy.sh fails in the alpine container with `deploy.sh: line 14: [[: not found…",
+        "/home/dev/ops-scripts",
+        "chore/posix-sh",
+        None,
+    ),
+    f"{CLAUDE_PROJECTS}/-home-dev-metrics-ui/8e9f0a1b-2c3d-4e4f-9a5b-6c7d8e9f0a1b.jsonl": (
+        "8e9f0a1b-2c3d-4e4f-9a5b-6c7d8e9f0a1b",
+        "Vite build crash: undefined ticks in chart.min.js",
+        "/home/dev/metrics-ui",
+        "fix/chart-ticks",
+        None,
+    ),
+    "codex/sessions/2026/01/27/rollout-2026-01-27T11-04-52-019bff20-b420-7ec3-8168-2fde56191795.jsonl": (
+        "019bff20-b420-7ec3-8168-2fde56191795",
+        "flaky CI cache",
+        "/home/dev/webapp",
+        "ci/cache-key",
+        None,
+    ),
+    "codex/sessions/2026/02/16/rollout-2026-02-16T15-22-09-019c670b-70e8-7844-8ecc-08164e2eab27.jsonl": (
+        "019c670b-70e8-7844-8ecc-08164e2eab27",
+        "Write the Alembic migration that adds 'refunded' to the order_status enum and b…",
+        "/home/dev/orders-api",
+        "feat/order-status",
+        None,
+    ),
+    "codex/sessions/2026/04/08/rollout-2026-04-08T09-47-30-019d6c7d-6350-7844-8b69-c4d54cc264bc.jsonl": (
+        "019d6c7d-6350-7844-8b69-c4d54cc264bc",
+        "Memory of the ingest worker grows ~40 MB/hour and pprof shows thousands of goro…",
+        "/home/dev/ingest",
+        "main",
+        None,
+    ),
+    "codex/sessions/2026/06/03/rollout-2026-06-03T13-30-00-019e8dad-37c0-7798-85b0-c8b858e77f57.jsonl": (
+        "019e8dad-37c0-7798-85b0-c8b858e77f57",
+        "slim docker image",
+        "/home/dev/api-gateway",
+        "chore/docker-slim",
+        None,
+    ),
+    "codex/sessions/2026/07/21/rollout-2026-07-21T06-58-14-019f8377-cb70-729f-8239-4eb92d0ded92.jsonl": (
+        "019f8377-cb70-729f-8239-4eb92d0ded92",
+        "terraform plan in envs/staging says Error acquiring the state lock: Conditional…",
+        "/home/dev/infra/envs/staging",
+        "infra/staging-rds",
+        None,
+    ),
+    "codex/sessions/2026/09/14/rollout-2026-09-14T10-10-10-01a09f65-47d0-7052-8022-0e0f12bb847b.jsonl": (
+        "01a09f65-47d0-7052-8022-0e0f12bb847b",
+        "`uv sync --frozen` passes locally but CI says: The lockfile at `uv.lock` needs…",
+        "/home/dev/mlkit",
+        "main",
+        None,
+    ),
+    "codex/archived_sessions/rollout-2026-11-05T22-03-41-01a1adbd-3648-78cf-83eb-bdacddfddd6f.jsonl": (
+        "01a1adbd-3648-78cf-83eb-bdacddfddd6f",
+        "payments-api pods are in CrashLoopBackOff right after the JVM upgrade. kubectl…",
+        "/home/dev/platform-charts",
+        "fix/probe-timeouts",
+        None,
+    ),
+}
+
+
+def test_samples_list_is_complete() -> None:
+    """Every shipped sample transcript is listed with its expected session (at least 8 Claude, 7 Codex)."""
+    found = {str(p.relative_to(SAMPLES)) for p in SAMPLES.rglob("*.jsonl") if p.name != "session_index.jsonl"}
+    assert found == set(SAMPLE_SESSIONS)
+    main_claude = [p for p in found if p.startswith("claude/") and "/subagents/" not in p]
+    assert len(main_claude) >= 8 and sum(p.startswith("codex/") for p in found) >= 7
+
+
+@pytest.mark.parametrize("relpath", sorted(SAMPLE_SESSIONS))
+def test_sample_parses_to_expected_session(relpath: str) -> None:
+    """Each sample parses cleanly to its expected id, title, cwd, branch and parent."""
+    parser, messages = parse(SAMPLES / relpath)
+    session = parser.session
+    expected = SAMPLE_SESSIONS[relpath]
+    actual = (session.session_id, session.title, session.cwd, session.branch, session.parent_session_id)
+    assert actual == expected
+    assert parser.stats.malformed == 0
+    assert session.message_count == len(messages) > 0
+    assert session.started_at is not None and session.updated_at is not None
+    assert 1767225600000 <= session.started_at <= session.updated_at  # 2026-01-01T00:00:00Z
+
+
+def sample_text(relpath: str) -> str:
+    return "\n".join(m.text for m in parse(SAMPLES / relpath)[1])
+
+
+def test_samples_carry_the_searchable_content() -> None:
+    """The distinctive strings the demo searches for are in the parsed sample messages."""
+    keys = {k.split("/")[-1][:8] if k.startswith("claude") else k.split("-")[-5]: k for k in SAMPLE_SESSIONS}
+    assert 'Could not set lock on file "/home/dev/analytics/data/warehouse.duckdb"' in sample_text(
+        keys["3e1f8a42"]
+    )
+    assert "attached to a different loop" in sample_text(keys["8a7b6c5d"])
+    assert "Hydration failed" in sample_text(keys["c4d5e6f7"])
+    assert "error[E0499]: cannot borrow `*self` as mutable" in sample_text(keys["0f9e8d7c"])
+    unicode = sample_text(keys["5a6b7c8d"])
+    assert all(word in unicode for word in ("café", "修復", "안녕하세요"))
+    ts_session = sample_text(keys["6c7d8e9f"])
+    assert "resolveTerminalPath" in ts_session and "foo_bar.ts" in ts_session
+    brackets = sample_text(keys["7d8e9f0a"])
+    assert "[[ -f x ]]" in brackets and "[[1,2]]" in brackets
+    long_lines = [line for line in sample_text(keys["8e9f0a1b"]).split("\n") if len(line) > 3072]
+    # The marker sits past the first 3,072 characters of a single line: indexes that cut long lines lose it.
+    assert len(long_lines) == 1 and long_lines[0].find("latency-p99-chart") > 3072
+    assert "Cannot find module '@esbuild/linux-x64'" in sample_text(keys["019bff20"])
+    assert "ADD VALUE cannot run inside a transaction block" in sample_text(keys["019c670b"])
+
+
+def test_sample_quirks_are_exercised() -> None:
+    """The samples contain re-written responses, injected context and duplicated Codex streams."""
+    slugger, _ = parse(
+        SAMPLES / f"{CLAUDE_PROJECTS}/-home-dev-i18n-slugger/5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d.jsonl"
+    )
+    assert slugger.stats.extra["duplicate_blocks"] == 2
+    events_first, _ = parse(
+        SAMPLES
+        / "codex/sessions/2026/04/08/rollout-2026-04-08T09-47-30-019d6c7d-6350-7844-8b69-c4d54cc264bc.jsonl"
+    )
+    # Only the first event (before any response_item) is emitted; its item copy is the duplicate.
+    assert events_first.stats.extra["duplicate_stream"] == 1
+    assert events_first.session.message_count == 10
+    for relpath in SAMPLE_SESSIONS:
+        texts = sample_text(relpath)
+        for marker in (
+            "<environment_context>",
+            "# AGENTS.md instructions",
+            "<system-reminder>",
+            "<command-name>",
+        ):
+            assert marker not in texts, (relpath, marker)
+    raw = b"".join((SAMPLES / p).read_bytes() for p in SAMPLE_SESSIONS)
+    for raw_marker in (
+        b"<environment_context>",
+        b"# AGENTS.md instructions",
+        b"<system-reminder>",
+        b'"isMeta":true',
+    ):
+        assert raw_marker in raw
+
+
+def test_sample_session_index_names_threads() -> None:
+    """samples/codex/session_index.jsonl names three Codex threads, the last line per id winning."""
+    names = read_session_index((SAMPLES / "codex/session_index.jsonl").read_bytes())
+    assert names == {
+        "019bff20-b420-7ec3-8168-2fde56191795": "flaky CI cache",
+        "019c670b-70e8-7844-8ecc-08164e2eab27": "pg migration: order status enum",
+        "01a1adbd-3648-78cf-83eb-bdacddfddd6f": "k8s probe crashloop",
+    }
