@@ -68,7 +68,8 @@ def is_injected(text: str) -> bool:
     return head.startswith(INJECTED_PREFIXES)
 
 
-def _tool_result_text(content: object) -> str:
+def _blocks_text(content: object) -> str:
+    """A string content as is, or the text blocks of a list content joined by newlines."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -79,11 +80,6 @@ def _tool_result_text(content: object) -> str:
         ]
         return "\n".join(parts)
     return ""
-
-
-def _content_text(content: object) -> str:
-    """Plain text of a string or text-block content, for records emitted whole (compact summaries)."""
-    return _tool_result_text(content)
 
 
 def _block_hash(kind: str, block_id: str | None, text: str) -> int:
@@ -382,7 +378,7 @@ class ClaudeParser:
             return None
         content = msg.get("content")
         if obj.get("isCompactSummary") is True:
-            text = _content_text(content)
+            text = _blocks_text(content)
             return [Message("system", "text", text, ms)] if text.strip() else []
         # isMeta marks injected context; tool_result blocks on such lines are still real tool
         # output (Claude Code 2.1 marks some of them isMeta), so only their text is dropped.
@@ -403,7 +399,7 @@ class ClaudeParser:
                 if not is_meta and isinstance(block_text, str):
                     self._emit_user_text(out, block_text, ms)
             elif btype == "tool_result":
-                result = _tool_result_text(block.get("content"))
+                result = _blocks_text(block.get("content"))
                 if result:
                     out.append(Message("tool", "tool_result", result, ms))
         return out
