@@ -23,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections import Counter
+from array import array
 from collections.abc import Iterator
+
+import numpy as np
 
 TOKENIZER_VERSION = 1
 
@@ -41,11 +43,15 @@ TOOL_TEXT_MAX_CHARS = 1_000_000
 VOCAB_MAX_CHARS = 32
 
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN_RX = re.compile(rf"#\d+|[{_CJK_CLASS}]+|[^\W{_CJK_CLASS}]+(?:\+\+|#(?!\w))?")
+# Surface tokens. Plain \w+ first: it is by far the most frequent match and the cheapest to
+# try; tokens holding CJK characters are split further, once per distinct form (token_terms).
+_TOKEN_RX = re.compile(r"\w+(?:\+\+|#(?!\w))?|#\d+")
 _CJK_RX = re.compile(rf"[{_CJK_CLASS}]")
+_CJK_SPLIT_RX = re.compile(rf"([{_CJK_CLASS}]+)")
 _SPLIT_RX = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[^\W\dA-Z_]+|[0-9]+")
 
-_HASH_CACHE_MAX = 1_000_000
+# Surface forms remembered per process before the tables start over (bounds scanner memory).
+_TABLE_MAX = 2_000_000
 
 
 def term_hash(term: str) -> int:
@@ -58,10 +64,6 @@ def normalize(text: str) -> str:
     if text.isascii():
         return text
     return unicodedata.normalize("NFKC", text)
-
-
-def _is_cjk(token: str) -> bool:
-    return _CJK_RX.match(token) is not None
 
 
 def _cjk_terms(run: str) -> list[str]:
@@ -85,49 +87,110 @@ def _word_parts(token: str) -> list[str]:
     return parts
 
 
-class Tokenizer:
-    """Turns text into term hashes, caching per distinct surface form.
+class _Growable:
+    """An int64 numpy buffer that appends in amortized O(1) and views without copying."""
 
-    One instance per process; the cache keeps the hot path to a dict lookup per distinct
-    token of a chunk.
+    def __init__(self) -> None:
+        self.buf = np.zeros(1024, dtype=np.int64)
+        self.n = 0
+
+    def append(self, value: int) -> None:
+        if self.n == len(self.buf):
+            self.buf = np.concatenate([self.buf, np.zeros(len(self.buf), dtype=np.int64)])
+        self.buf[self.n] = value
+        self.n += 1
+
+    def view(self) -> np.ndarray:
+        return self.buf[: self.n]
+
+
+class Tokenizer:
+    """Turns the chunks of a batch into postings: (chunk index, term hash, tf) arrays.
+
+    The per-chunk work is a regex ``findall`` and a dict lookup per token (C loops); each
+    distinct surface form is expanded to its terms once per process and kept in a CSR table,
+    and the batch's (chunk, term) pairs are counted with numpy. One instance per process.
     """
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
-        self.new_terms: set[str] = set()  # vocabulary seen since the caller last drained it
+        self._reset_tables()
+        self._reset_batch()
+        self.new_terms: list[str] = []  # vocabulary seen since the caller last drained it
 
-    def _expand(self, token: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
-        hit = self._cache.get(token)
-        if hit is not None:
-            return hit
-        if len(self._cache) >= _HASH_CACHE_MAX:
-            self._cache.clear()
-        if _is_cjk(token):
-            terms = _cjk_terms(token)
-        else:
-            low = token.lower()
-            terms = [low, *(p for p in _word_parts(token) if p != low)]
+    def _reset_tables(self) -> None:
+        self._sids: dict[str, int] = {}
+        self._tids: dict[str, int] = {}
+        self._tid_hash = _Growable()
+        self._start = _Growable()  # per surface id: offset of its terms in _flat
+        self._count = _Growable()  # per surface id: how many terms it yields
+        self._flat = _Growable()  # term ids, grouped by surface id
+
+    def _reset_batch(self) -> None:
+        self._b_sid = array("l")
+        self._b_chunks: list[int] = []
+        self._b_counts: list[int] = []
+
+    def _new_surface(self, token: str) -> int:
+        sid = self._count.n
+        self._sids[token] = sid
+        terms = token_terms(token)
+        self._start.append(self._flat.n)
+        self._count.append(len(terms))
         for t in terms:
-            if len(t) <= VOCAB_MAX_CHARS:
-                self.new_terms.add(t)
-        value = (tuple(term_hash(t) for t in terms), tuple(terms))
-        self._cache[token] = value
-        return value
+            tid = self._tids.get(t)
+            if tid is None:
+                tid = self._tid_hash.n
+                self._tids[t] = tid
+                self._tid_hash.append(term_hash(t))
+                if len(t) <= VOCAB_MAX_CHARS:
+                    self.new_terms.append(t)
+            self._flat.append(tid)
+        return sid
 
-    def index_terms(self, text: str) -> tuple[dict[int, int], int]:
-        """Term frequencies of a chunk (hash -> tf) and its length in terms."""
-        tf: dict[int, int] = {}
-        length = 0
-        for token, n in Counter(_TOKEN_RX.findall(normalize(text))).items():
-            hashes, _ = self._expand(token)
-            for h in hashes:
-                tf[h] = tf.get(h, 0) + n
-            length += n * len(hashes)
-        return tf, length
+    def add(self, chunk: int, text: str) -> int:
+        """Tokenize one chunk of the batch; returns its length in tokens (BM25's dl)."""
+        toks = _TOKEN_RX.findall(normalize(text))
+        if not toks:
+            return 0
+        ids = list(map(self._sids.get, toks))
+        if None in ids:
+            for i, sid in enumerate(ids):
+                if sid is None:
+                    tok = toks[i]
+                    found = self._sids.get(tok)
+                    ids[i] = found if found is not None else self._new_surface(tok)
+        self._b_sid.extend(ids)  # type: ignore[arg-type]
+        self._b_chunks.append(chunk)
+        self._b_counts.append(len(ids))
+        return len(toks)
+
+    @property
+    def pending_tokens(self) -> int:
+        return len(self._b_sid)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's postings (chunk uint32, term int64, tf uint16); the batch is cleared."""
+        start, count, flat, hashes = (self._start.view(), self._count.view(), self._flat.view(),
+                                      self._tid_hash.view())
+        sid = np.array(self._b_sid, dtype=np.int64)
+        chunk = np.repeat(np.array(self._b_chunks, dtype=np.int64), np.array(self._b_counts, dtype=np.int64))
+        n = count[sid]
+        total = int(n.sum())
+        rows = np.repeat(np.arange(len(sid)), n)
+        within = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+        tid = flat[start[sid[rows]] + within]
+        key = (chunk[rows] << 32) | tid
+        uniq, tf = np.unique(key, return_counts=True)
+        out = ((uniq >> 32).astype(np.uint32), hashes[uniq & 0xFFFFFFFF].astype(np.int64),
+               np.minimum(tf, 65535).astype(np.uint16))
+        self._reset_batch()
+        if self._count.n > _TABLE_MAX:
+            self._reset_tables()
+        return out
 
     def drain_new_terms(self) -> list[str]:
-        out = list(self.new_terms)
-        self.new_terms.clear()
+        out = self.new_terms
+        self.new_terms = []
         return out
 
 
@@ -135,11 +198,19 @@ def query_terms(text: str) -> list[str]:
     """The terms a query asks for, in order, without duplicates (whole words, CJK bigrams)."""
     seen: dict[str, None] = {}
     for token in _TOKEN_RX.findall(normalize(text)):
-        if _is_cjk(token):
-            for t in ([token] if len(token) == 1 else [token[i : i + 2] for i in range(len(token) - 1)]):
-                seen.setdefault(t, None)
-        else:
+        if _CJK_RX.search(token) is None:
             seen.setdefault(token.lower(), None)
+            continue
+        for piece in _CJK_SPLIT_RX.split(token):
+            piece = piece.strip("_")
+            if not piece:
+                continue
+            if _CJK_RX.match(piece):
+                grams = [piece] if len(piece) == 1 else [piece[i : i + 2] for i in range(len(piece) - 1)]
+                for g in grams:
+                    seen.setdefault(g, None)
+            else:
+                seen.setdefault(piece.lower(), None)
     return list(seen)
 
 
@@ -157,11 +228,19 @@ def iter_tokens(text: str) -> Iterator[re.Match[str]]:
 
 
 def token_terms(token: str) -> list[str]:
-    """All index terms a single surface token produces (used to decide what to highlight)."""
-    if _is_cjk(token):
-        return _cjk_terms(token)
-    low = token.lower()
-    return [low, *(p for p in _word_parts(token) if p != low)]
+    """All index terms one surface token produces: the word and its identifier parts, or CJK n-grams."""
+    if _CJK_RX.search(token) is None:
+        low = token.lower()
+        return [low, *(p for p in _word_parts(token) if p != low)]
+    out: list[str] = []
+    for piece in _CJK_SPLIT_RX.split(token):
+        if not piece or piece == "_":
+            continue
+        if _CJK_RX.match(piece):
+            out += _cjk_terms(piece)
+        else:
+            out += token_terms(piece.strip("_"))
+    return [t for t in dict.fromkeys(out) if t]
 
 
 def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:

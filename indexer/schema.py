@@ -106,7 +106,7 @@ SELECT_SEGMENTS: Final = "SELECT name, state FROM segments ORDER BY created_at, 
 SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present
     FROM files ORDER BY path"""
 SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized FROM files"""
-SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT unnest(?::VARCHAR[]))"
+SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT path FROM b_paths)"
 
 # Batch application (indexer/ingest.py). ``b_*`` names are Arrow tables registered per batch.
 INSERT_CHUNKS: Final = "INSERT INTO chunks SELECT chunk, sess, ord, part, role, kind, ts, dl, text FROM b_chunks"
@@ -117,16 +117,17 @@ INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino
 DELETE_SESSIONS_IN_BATCH: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_sessions)"
 INSERT_SESSIONS: Final = """INSERT INTO sessions SELECT sess, file_id, agent, session_id, title, cwd, branch,
     started_at, updated_at, message_count, resume_command, parent_session_id, present FROM b_sessions"""
-CHUNK_TOTALS_OF: Final = "SELECT count(*), coalesce(sum(dl), 0) FROM chunks WHERE sess IN (SELECT unnest(?::INTEGER[]))"
-DELETE_CHUNKS_OF: Final = "DELETE FROM chunks WHERE sess IN (SELECT unnest(?::INTEGER[]))"
-DELETE_SESSIONS_OF: Final = "DELETE FROM sessions WHERE sess IN (SELECT unnest(?::INTEGER[]))"
-MARK_GONE_FILES: Final = "UPDATE files SET present = false WHERE path IN (SELECT unnest(?::VARCHAR[]))"
+# Lists travel as registered Arrow tables (b_drop, b_gone, b_vocab): a Python list parameter
+# costs DuckDB an import probe per element.
+CHUNK_TOTALS_OF: Final = "SELECT count(*), coalesce(sum(dl), 0) FROM chunks WHERE sess IN (SELECT sess FROM b_drop)"
+DELETE_CHUNKS_OF: Final = "DELETE FROM chunks WHERE sess IN (SELECT sess FROM b_drop)"
+DELETE_SESSIONS_OF: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_drop)"
+MARK_GONE_FILES: Final = "UPDATE files SET present = false WHERE path IN (SELECT path FROM b_gone)"
 MARK_GONE_SESSIONS: Final = """UPDATE sessions SET present = false
-    WHERE file_id IN (SELECT file_id FROM files WHERE path IN (SELECT unnest(?::VARCHAR[])))"""
-DELETE_TITLES: Final = """DELETE FROM titles WHERE (agent || chr(0) || session_id) IN
-    (SELECT unnest(?::VARCHAR[]))"""
+    WHERE file_id IN (SELECT file_id FROM files WHERE path IN (SELECT path FROM b_gone))"""
+DELETE_TITLES: Final = """DELETE FROM titles WHERE (agent, session_id) IN (SELECT agent, session_id FROM b_titles)"""
 INSERT_TITLES: Final = "INSERT INTO titles SELECT agent, session_id, title FROM b_titles"
-INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT unnest(?::VARCHAR[])"
+INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT term FROM b_vocab"
 
 # Segment maintenance (indexer/segments.py).
 COUNT_SEGMENT: Final = "SELECT count(*) FROM {name}"

@@ -77,7 +77,11 @@ class Writer:
         return [list(r) for r in self.con.execute(q.SELECT_FILES_SNAPSHOT).fetchall()]
 
     def states(self, paths: list[str]) -> dict[str, bytes | None]:
-        return {p: s for p, s in self.con.execute(q.SELECT_STATES, [paths]).fetchall()}
+        self.con.register("b_paths", pa.table({"path": pa.array(paths, pa.string())}))
+        try:
+            return {p: s for p, s in self.con.execute(q.SELECT_STATES).fetchall()}
+        finally:
+            self.con.unregister("b_paths")
 
     # --- batches ------------------------------------------------------------------------------
     def apply(self, header: dict[str, Any], payload: list[bytes]) -> Applied:
@@ -199,18 +203,25 @@ class Writer:
             "session_id": pa.array([t[1] for t in titles], pa.string()),
             "title": pa.array([t[2] for t in titles], pa.string()),
         })
+        b_lists = {
+            "b_drop": pa.table({"sess": pa.array(drop_sess, pa.int32())}),
+            "b_gone": pa.table({"path": pa.array(gone, pa.string())}),
+            "b_vocab": pa.table({"term": pa.array(vocab if isinstance(vocab, list) else [], pa.string())}),
+        }
         new_dl = int(c_dl.sum(dtype=np.int64))
 
         con = self.con
         segment = self.segments.active.name
         con.execute("BEGIN")
         try:
+            for name, table in b_lists.items():
+                con.register(name, table)
             dropped_chunks = dropped_dl = 0
             if drop_sess:
-                row = con.execute(q.CHUNK_TOTALS_OF, [drop_sess]).fetchone()
+                row = con.execute(q.CHUNK_TOTALS_OF).fetchone()
                 dropped_chunks, dropped_dl = (int(row[0]), int(row[1])) if row else (0, 0)
-                con.execute(q.DELETE_CHUNKS_OF, [drop_sess])
-                con.execute(q.DELETE_SESSIONS_OF, [drop_sess])
+                con.execute(q.DELETE_CHUNKS_OF)
+                con.execute(q.DELETE_SESSIONS_OF)
             con.register("b_chunks", b_chunks)
             con.register("b_postings", b_postings)
             con.register("b_files", b_files)
@@ -227,13 +238,13 @@ class Writer:
                 con.execute(q.DELETE_SESSIONS_IN_BATCH)
                 con.execute(q.INSERT_SESSIONS)
             if gone:
-                con.execute(q.MARK_GONE_SESSIONS, [gone])
-                con.execute(q.MARK_GONE_FILES, [gone])
+                con.execute(q.MARK_GONE_SESSIONS)
+                con.execute(q.MARK_GONE_FILES)
             if titles:
-                con.execute(q.DELETE_TITLES, [[f"{a}\0{s}" for a, s, _ in titles]])
+                con.execute(q.DELETE_TITLES)
                 con.execute(q.INSERT_TITLES)
             if vocab:
-                con.execute(q.INSERT_VOCAB, [vocab])
+                con.execute(q.INSERT_VOCAB)
             new_meta = meta.advanced(
                 generation=meta.generation + (1 if changed else 0),
                 next_file=next_file,
@@ -248,7 +259,7 @@ class Writer:
             con.execute("ROLLBACK")
             raise
         finally:
-            for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles"):
+            for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles", *b_lists):
                 con.unregister(name)
 
         # Committed: only now does the in-memory view move.

@@ -251,14 +251,14 @@ class Engine:
             return [], 0
         sess_ids = [r[0] for r in rows]
         meta = {int(r[0]): r for r in cur.execute(
-            """SELECT s.sess, s.agent, s.session_id, coalesce(t.title, s.title), s.cwd, s.branch, s.updated_at,
+            f"""SELECT s.sess, s.agent, s.session_id, coalesce(t.title, s.title), s.cwd, s.branch, s.updated_at,
                       s.message_count, s.resume_command, s.present
                FROM sessions s LEFT JOIN titles t ON t.agent = s.agent AND t.session_id = s.session_id
-               WHERE s.sess IN (SELECT unnest(?::INTEGER[]))""", [sess_ids]).fetchall()}
+               WHERE s.sess IN ({", ".join(str(int(x)) for x in sess_ids)})""").fetchall()}
         chunk_ids = [r[2] for r in rows if r[2] is not None]
         chunks = {int(r[0]): r for r in cur.execute(
-            "SELECT chunk, role, ts, text FROM chunks WHERE chunk IN (SELECT unnest(?::BIGINT[]))",
-            [chunk_ids]).fetchall()} if chunk_ids else {}
+            f"SELECT chunk, role, ts, text FROM chunks WHERE chunk IN ({', '.join(str(int(x)) for x in chunk_ids)})"
+        ).fetchall()} if chunk_ids else {}
         terms = set(plan.terms)
         hits: list[dict[str, Any]] = []
         cut = 0
@@ -294,8 +294,8 @@ def _filters(req: SearchRequest) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     args: list[Any] = []
     if f.agents:
-        clauses.append("s.agent IN (SELECT unnest(?::VARCHAR[]))")
-        args.append(list(f.agents))
+        clauses.append(f"s.agent IN ({', '.join('?' for _ in f.agents)})")
+        args += list(f.agents)
     if f.scope_paths:
         ors = []
         for p in f.scope_paths:
@@ -309,6 +309,6 @@ def _filters(req: SearchRequest) -> tuple[str, list[Any]]:
         clauses.append("s.updated_at >= ?")
         args.append(f.since_ms)
     if f.branches:
-        clauses.append("s.branch IN (SELECT unnest(?::VARCHAR[]))")
-        args.append(list(f.branches))
+        clauses.append(f"s.branch IN ({', '.join('?' for _ in f.branches)})")
+        args += list(f.branches)
     return (" AND ".join(clauses) if clauses else "TRUE"), args

@@ -7,8 +7,6 @@ so the indexer hands them to DuckDB without touching each row in Python.
 
 from __future__ import annotations
 
-import sys
-from array import array
 from dataclasses import asdict
 from typing import Any
 
@@ -19,16 +17,7 @@ from scanner.model import KINDS, ROLES, Message, SessionInfo
 
 ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
-_TF_MAX = 65535
 _DL_MAX = 65535
-_LITTLE = sys.byteorder == "little"
-
-
-def _le(a: array[Any]) -> bytes:
-    if not _LITTLE:
-        a = array(a.typecode, a)
-        a.byteswap()
-    return a.tobytes()
 
 
 class BatchBuilder:
@@ -50,9 +39,6 @@ class BatchBuilder:
         self.c_ts: list[int | None] = []
         self.c_dl: list[int] = []
         self.c_text: list[str] = []
-        self.p_chunk: array[int] = array("I")
-        self.p_term: array[int] = array("q")
-        self.p_tf: array[int] = array("H")
         self.messages = 0
         self.bytes = 0
         self.dropped_lines = 0
@@ -79,10 +65,10 @@ class BatchBuilder:
         role = ROLE_CODE[msg.role]
         kind = KIND_CODE[msg.kind]
         for part, piece in enumerate(chunk_text(text)):
-            tf, length = self.tok.index_terms(piece)
-            if not tf:
-                continue
             ci = len(self.c_text)
+            length = self.tok.add(ci, piece)
+            if not length:
+                continue
             self.c_file.append(file_idx)
             self.c_ord.append(ordinal)
             self.c_part.append(part)
@@ -91,13 +77,11 @@ class BatchBuilder:
             self.c_ts.append(msg.ts)
             self.c_dl.append(min(length, _DL_MAX))
             self.c_text.append(piece)
-            self.p_chunk.extend([ci] * len(tf))
-            self.p_term.extend(tf.keys())
-            self.p_tf.extend(v if v <= _TF_MAX else _TF_MAX for v in tf.values())
-            self.bytes += len(piece) + 14 * len(tf)
+            self.bytes += len(piece) + 8 * length
 
     def finish(self, seq: int, epoch: int) -> tuple[dict[str, Any], list[bytes]]:
         """The batch's header and payload frames; the builder is empty afterwards."""
+        p_chunk, p_term, p_tf = self.tok.finish()
         header: dict[str, Any] = {
             "seq": seq,
             "epoch": epoch,
@@ -105,7 +89,7 @@ class BatchBuilder:
             "gone": self.gone,
             "titles": self.titles,
             "chunks": len(self.c_text),
-            "postings": len(self.p_term),
+            "postings": len(p_term),
             "messages": self.messages,
             "dropped_lines": self.dropped_lines,
         }
@@ -121,9 +105,9 @@ class BatchBuilder:
         }
         payload = [
             packb(columns),
-            _le(self.p_chunk),
-            _le(self.p_term),
-            _le(self.p_tf),
+            p_chunk.astype("<u4").tobytes(),
+            p_term.astype("<i8").tobytes(),
+            p_tf.astype("<u2").tobytes(),
             packb(self.tok.drain_new_terms()),
         ]
         self._reset()

@@ -236,11 +236,12 @@ class Scanner:
         part_renamed = renamed_from
         fidx = self._open_part(found, st, part_start, part_reset, part_renamed)
         pos = start
+        ordinal = parser.session.message_count
         for line, end in iter_lines(fd, start, st.st_size, rstats):
-            before = parser.session.message_count
             msgs = parser.feed(line)
-            for i, msg in enumerate(msgs):
-                self.builder.add_message(fidx, before + i, msg)
+            for msg in msgs:
+                self.builder.add_message(fidx, ordinal, msg)
+                ordinal += 1
             stats.messages += len(msgs)
             stats.bytes_done += end - pos
             pos = end
