@@ -135,8 +135,10 @@ class Scanner:
         work: list[tuple[Found, FileRec | None]] = []
         for found in candidates:
             rec = self.known.get(found.path)
-            if rec is not None and rec.present and found.size == rec.size and found.mtime_ns == rec.mtime_ns \
-                    and (found.dev, found.ino) == (rec.dev, rec.ino):
+            # Unchanged only if nothing is left past the committed offset: a pass interrupted
+            # between two batches of one file recorded the file's size but not its end.
+            if rec is not None and rec.present and found.size == rec.size == rec.offset \
+                    and found.mtime_ns == rec.mtime_ns and (found.dev, found.ino) == (rec.dev, rec.ino):
                 continue
             work.append((found, rec))
             stats.bytes_total += max(0, found.size - (rec.offset if rec else 0))

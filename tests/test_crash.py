@@ -1,0 +1,180 @@
+"""kill -9 of the scanner, and separately of the indexer, in the middle of a large stream.
+
+After a restart every message must be indexed exactly once: the indexed content (every
+chunk's session, ordinal, part and text, and every live posting) must equal a clean index
+of the same files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from aivault import policy
+from aivault.home import Home
+from bench.gen_corpus import generate
+from tests.builders import ClaudeWriter
+from tests.conftest import REPO, cli_env, pid_alive, wait_until
+
+MESSAGES = 60_000
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("corpus")
+    generate(out, MESSAGES, seed=7)
+    return out
+
+
+def _root_args(corpus: Path) -> list[str]:
+    return ["--no-default-roots", "--root", f"claude={corpus}/claude/projects",
+            "--root", f"codex={corpus}/codex/sessions", "--root", f"codex={corpus}/codex/archived_sessions"]
+
+
+def _index(home: Path, corpus: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aivault.cli", "index", *_root_args(corpus)],
+                          env=env or cli_env(home), capture_output=True, text=True, timeout=600)
+
+
+def fingerprint(db: Path) -> tuple[Counter[tuple[Any, ...]], int, int]:
+    """(chunk multiset keyed by session/ordinal/part/text, live posting count, message total)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        chunks = Counter(con.execute(
+            """SELECT s.agent, s.session_id, s.file_id IS NOT NULL, c.ord, c.part, md5(c.text)
+               FROM chunks c JOIN sessions s USING (sess)""").fetchall())
+        segs = [r[0] for r in con.execute("SELECT name FROM segments").fetchall()]
+        union = " UNION ALL ".join(f"SELECT sess FROM {s}" for s in segs)
+        postings = con.execute(f"SELECT count(*) FROM ({union}) WHERE sess IN (SELECT sess FROM sessions)").fetchone()
+        msgs = con.execute("SELECT sum(message_count) FROM sessions").fetchone()
+        return chunks, int(postings[0]), int(msgs[0])  # type: ignore[index]
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Counter[tuple[Any, ...]], int, int]:
+    home = Home.resolve(tmp_path_factory.mktemp("ref") / "home").ensure()
+    policy.save(home, policy.Policy(True, None))
+    proc = _index(home.path, corpus)
+    assert proc.returncode == 0, proc.stderr
+    fp = fingerprint(home.db_path)
+    assert fp[2] == MESSAGES
+    assert max(fp[0].values()) == 1, "the clean index itself holds a duplicate chunk"
+    return fp
+
+
+def _generation_over_rpc(home: Home) -> int:
+    from broker.client import RpcClient
+
+    c = RpcClient.for_home(home, timeout_s=2)
+    try:
+        return int(c.call("aiVault.indexStats", {}).get("generation", 0))
+    except Exception:
+        return 0
+    finally:
+        c.close()
+
+
+def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
+        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
+    """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once."""
+    from broker.daemon import Daemon
+
+    root_specs = [f"claude={corpus}/claude/projects", f"codex={corpus}/codex/sessions",
+                  f"codex={corpus}/codex/archived_sessions"]
+    d = Daemon(home, extra_roots=root_specs, default_roots=False, schedule=False)
+    d.start()
+    try:
+        ix = d.service.indexer
+        fut = ix.reconcile(full=True)
+        assert wait_until(lambda: ix.generation >= 3, timeout=120), "no batch committed"
+        proc = ix._scanner
+        assert proc is not None and not fut.done()
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at = ix.generation
+        fut.result(300)
+        assert ix.generation > killed_at
+    finally:
+        d.close()
+    assert fingerprint(home.db_path) == reference
+
+
+def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
+        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
+    """A SIGKILLed `aivault index` leaves only committed batches; its scanner exits; a rerun completes."""
+    args = [sys.executable, "-m", "aivault.cli", "index", *_root_args(corpus)]
+    proc = subprocess.Popen(args, env=cli_env(home.path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: _generation_over_rpc(home) >= 3, timeout=120), "no batch committed"
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert children, "the indexer has no scanner child"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The orphaned scanner notices its parent is gone and exits on its own.
+    assert wait_until(lambda: not any(pid_alive(int(c)) for c in children), timeout=15), "orphan scanner"
+    partial = fingerprint(home.db_path)
+    assert 0 < partial[2] < MESSAGES
+    rerun = _index(home.path, corpus)
+    assert rerun.returncode == 0, rerun.stderr
+    assert fingerprint(home.db_path) == reference
+
+
+def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Home, roots: dict[str, Path]) -> None:
+    """Lines appended during a pass are picked up by the next pass, each exactly once."""
+    from broker.daemon import Daemon
+    from tests.conftest import root_args
+
+    c = ClaudeWriter(roots["claude"])
+    for i in range(3000):
+        c.user(f"line {i} of a long session about {'lorem ipsum dolor ' * 20}")
+    stop = threading.Event()
+
+    def appender() -> None:
+        i = 3000
+        while not stop.is_set() and i < 3400:
+            c.user(f"line {i} appended while indexing")
+            i += 1
+            time.sleep(0.002)
+
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
+    d.start()
+    t = threading.Thread(target=appender)
+    try:
+        t.start()
+        d.service.indexer.reconcile(full=True).result(120)
+        t.join()
+        d.service.indexer.reconcile(full=False).result(120)
+        from query.service import search_sessions
+
+        [hit] = search_sessions({"query": "appended"})["hits"]
+        assert hit["messageCount"] == 3400
+    finally:
+        stop.set()
+        t.join()
+        d.close()
+    con = duckdb.connect(str(home.db_path), read_only=True)
+    try:
+        dupes = con.execute("SELECT count(*) FROM (SELECT ord, part FROM chunks GROUP BY ALL HAVING count(*) > 1)")
+        assert dupes.fetchone() == (0,)
+        assert con.execute("SELECT count(DISTINCT ord) FROM chunks").fetchone() == (3400,)
+    finally:
+        con.close()
+
+
+def test_repo_on_path() -> None:
+    """The tests import the project from the checkout they live in."""
+    assert str(REPO) in cli_env(Path("/nonexistent"))["PYTHONPATH"]
