@@ -50,6 +50,9 @@ class Daemon:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
                  schedule: bool = True) -> None:
         self.home = home.ensure()
+        # Everything this process writes in the data directory (DuckDB creates its WAL lazily)
+        # is the user's private data.
+        os.umask(0o077)
         self._pid_fd = self._lock_pidfile()
         try:
             con, meta = open_writer(home)

@@ -1,0 +1,164 @@
+"""The aivault command line, run as a user runs it: subprocesses against a real data directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import time
+from pathlib import Path
+
+import duckdb
+
+from aivault import policy
+from aivault.home import Home
+from tests.builders import ClaudeWriter, CodexWriter
+from tests.conftest import DaemonProcess, pid_alive, run_cli, wait_until
+
+
+def _index(home: Home, roots: dict[str, Path]) -> str:
+    args = ["index", "--no-default-roots"]
+    for agent, path in roots.items():
+        args += ["--root", f"{agent}={path}"]
+    out = run_cli(home.path, *args, check=True)
+    return out.stdout
+
+
+def _corpus(roots: dict[str, Path]) -> tuple[ClaudeWriter, CodexWriter]:
+    c = ClaudeWriter(roots["claude"], cwd="/home/dev/vault", branch="fix/lock")
+    c.user("the DuckDB lock error again").assistant("Stop the other writer; DuckDB allows one.")
+    c.title("DuckDB lock saga")
+    x = CodexWriter(roots["codex"], cwd="/home/dev/api")
+    x.user("why is the lock file stale").assistant("A crashed process left the lock file behind.")
+    return c, x
+
+
+def test_index_then_search_in_direct_mode_prints_readable_highlighted_hits(home: Home, roots: dict[str, Path]) -> None:
+    """Without a daemon, `index` prints a summary and `search` opens the index read-only."""
+    c, _ = _corpus(roots)
+    summary = _index(home, roots)
+    assert "indexed 2 changed of 2 files, 4 messages" in summary
+    out = run_cli(home.path, "search", "DuckDB lock", check=True).stdout
+    assert "DuckDB lock saga" in out
+    assert "[[DuckDB]] [[lock]]" in out  # piped output keeps the contract's marks
+    assert f"claude --resume {c.session_id}" in out
+    assert "/home/dev/vault (fix/lock)" in out
+
+
+def test_search_json_is_exactly_the_contract_object_in_both_modes(home: Home, roots: dict[str, Path]) -> None:
+    """`search --json` prints the searchSessions result itself, identical through daemon and direct mode."""
+    _corpus(roots)
+    _index(home, roots)
+    direct = json.loads(run_cli(home.path, "search", "lock", "--json", "--limit", "5", check=True).stdout)
+    rpc = json.loads(run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": "lock", "limit": 5}',
+                             check=True).stdout)
+    d = DaemonProcess(home, roots)
+    try:
+        via_daemon = json.loads(run_cli(home.path, "search", "lock", "--json", "--limit", "5", check=True).stdout)
+    finally:
+        d.stop()
+    for r in (direct, rpc, via_daemon):
+        assert r["kind"] == "results"
+        assert set(r) == {"kind", "hits", "page", "generation", "truncated", "durationMs"}
+        r.pop("durationMs")
+    assert direct == rpc == via_daemon
+    assert len(direct["hits"]) == 2
+
+
+def test_rpc_exit_codes(home: Home, roots: dict[str, Path]) -> None:
+    """rpc exits 0 for any contract value and non-zero with one stderr line for errors."""
+    _corpus(roots)
+    _index(home, roots)
+    ok = run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": "lock", "cursor": "bogus"}')
+    assert ok.returncode == 0 and json.loads(ok.stdout) == {"kind": "malformed-cursor"}
+    bad = run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": 42}')
+    assert bad.returncode != 0 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    nojson = run_cli(home.path, "rpc", "aiVault.searchSessions", "{nope")
+    assert nojson.returncode != 0 and "not valid JSON" in nojson.stderr
+    unknown = run_cli(home.path, "rpc", "aiVault.noSuchMethod", "{}")
+    assert unknown.returncode != 0 and "unknown method" in unknown.stderr
+    remote = run_cli(home.path, "rpc", "aiVault.searchStatus", "{}", "--host", "ssh:buildbox")
+    assert remote.returncode != 0 and "never answers for a remote host" in remote.stderr
+    status = run_cli(home.path, "rpc", "aiVault.searchStatus")
+    assert status.returncode == 0 and json.loads(status.stdout)["filesIndexed"] == 2
+
+
+def test_disabled_search_tells_the_user_how_to_enable_it(home: Home, roots: dict[str, Path]) -> None:
+    """While consent is off the CLI explains how to turn it on; rpc returns unavailable/disabled."""
+    _corpus(roots)
+    _index(home, roots)
+    policy.save(home, policy.Policy(False, None))
+    out = run_cli(home.path, "search", "lock")
+    assert out.returncode == 3 and "aivault enable" in out.stderr
+    rpc = run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": "lock"}', check=True)
+    assert json.loads(rpc.stdout) == {"kind": "unavailable", "reason": "disabled"}
+    refused = run_cli(home.path, "index", "--no-default-roots")
+    assert refused.returncode == 3 and "aivault enable" in refused.stderr
+
+
+def test_a_held_database_lock_is_reported_clearly(home: Home, roots: dict[str, Path]) -> None:
+    """If another process holds the index read-write and no daemon answers, the CLI says so."""
+    _corpus(roots)
+    _index(home, roots)
+    holder = duckdb.connect(str(home.db_path))
+    try:
+        out = run_cli(home.path, "search", "lock")
+    finally:
+        holder.close()
+    assert out.returncode == 1
+    assert "held read-write by process" in out.stderr and str(os.getpid()) in out.stderr
+
+
+def test_serve_shuts_down_cleanly_on_sigterm_and_sigint(home: Home, roots: dict[str, Path]) -> None:
+    """SIGTERM and SIGINT stop the daemon with exit 0, no orphan scanner and no socket left behind."""
+    _corpus(roots)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        d = DaemonProcess(home, roots)
+        d.reconcile()
+        assert wait_until(lambda: bool(d.scanner_pids()), timeout=10)  # noqa: B023
+        children = d.scanner_pids()
+        assert d.stop(sig) == 0
+        assert wait_until(lambda: not any(pid_alive(p) for p in children), timeout=10)  # noqa: B023
+        assert not (home.path / "daemon.sock").exists()
+        assert not (home.path / "ingest.sock").exists()
+    out = run_cli(home.path, "search", "lock", "--json", check=True)
+    assert len(json.loads(out.stdout)["hits"]) == 2
+
+
+def test_data_directory_is_private(home: Home, roots: dict[str, Path]) -> None:
+    """The data directory is 0700 and everything aivault writes in it is 0600."""
+    _corpus(roots)
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+        names = {p.name: stat.S_IMODE(p.stat().st_mode) for p in home.path.iterdir() if p.name != "daemon.log"}
+    finally:
+        d.stop()
+    assert stat.S_IMODE(home.path.stat().st_mode) == 0o700
+    for name in ("index.duckdb", "key", "policy.json", "daemon.sock", "ingest.sock", "daemon.pid"):
+        assert names.get(name) == 0o600, (name, oct(names.get(name, 0)))
+    assert all(mode & 0o077 == 0 for mode in names.values()), names
+
+
+def test_status_reports_every_contract_field(home: Home, roots: dict[str, Path]) -> None:
+    """status --json has exactly SPEC §4's fields, through the daemon and in direct mode."""
+    _corpus(roots)
+    fields = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", "degradedRoots", "lastReconcileAt",
+              "lastSweepCompletedAt", "generation"}
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+        assert wait_until(lambda: d.status()["phase"] == "current", timeout=10)
+        live = json.loads(run_cli(home.path, "status", "--json", check=True).stdout)
+        human = run_cli(home.path, "status", check=True).stdout
+    finally:
+        d.stop()
+    direct = json.loads(run_cli(home.path, "status", "--json", check=True).stdout)
+    assert set(live) == set(direct) == fields
+    assert live["phase"] == "current" and direct["phase"] == "idle"
+    assert live["filesIndexed"] == direct["filesIndexed"] == 2
+    assert live["generation"] == direct["generation"] > 0
+    assert live["lastSweepCompletedAt"] == direct["lastSweepCompletedAt"] is not None
+    assert "daemon mode" in human and "files indexed 2" in human
+    assert time.time() * 1000 - live["lastReconcileAt"] < 120_000
