@@ -224,6 +224,14 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             daemon.close()
     elapsed = time.monotonic() - t0
     msgs = int(summary.get("messages") or 0)
+    if args.json:
+        import resource
+
+        summary = {**summary, "elapsedS": round(elapsed, 3), "mode": conn.mode,
+                   "peakRssKb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   "scannerPeakRssKb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+        print(json.dumps(summary))
+        return EXIT_OK
     print(f"indexed {summary.get('files_changed', 0):,} changed of {summary.get('files_seen', 0):,} files, "
           f"{msgs:,} messages in {elapsed:.1f} s ({msgs / max(elapsed, 1e-9):,.0f} msg/s); "
           f"generation {summary.get('generation')}"
@@ -319,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("index", help="index until current, then exit")
     roots(p)
+    p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
     p.set_defaults(fn=cmd_index)
     p = sub.add_parser("search", help="search sessions")
     p.add_argument("query")

@@ -1,0 +1,292 @@
+"""The lexical benchmark: indexing, search latency, memory, size, and batch cost vs corpus size.
+
+    python -m bench.run --sizes 10k,100k,1m [--agentsview] [--out bench/out]
+
+For each size it generates (or reuses) a corpus with bench.gen_corpus, then measures:
+* indexing: a fresh `aivault index` (subprocess): messages/s, MB/s, peak RSS of the indexer
+  and of the scanner, index size on disk;
+* search latency p50/p95 for 1-term (rare, mid, common), 2-term and 5-term queries, through
+  the daemon (`aivault serve`, RPC over ZeroMQ) and in direct mode (read-only, in-process);
+* batch cost: with the daemon running on the full corpus, a new 1,000-message transcript is
+  written and the time until it is searchable is measured (reconcile RPC + search); the
+  figure must stay flat from 10k to 1M;
+* optionally AgentsView (PyPI `agentsview`) side by side: sync time and HTTP search latency.
+
+Timings are noisy here: compare ratios within one run, never assert them in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from aivault import policy
+from aivault.home import Home
+from aivault.text import query_terms, term_hash
+from bench.gen_corpus import generate
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["AIVAULT_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    env["AIVAULT_LOG_LEVEL"] = "warning"
+    return env
+
+
+def root_args(corpus: Path) -> list[str]:
+    return ["--no-default-roots", "--root", f"claude={corpus}/claude/projects", "--root",
+            f"codex={corpus}/codex/sessions", "--root", f"codex={corpus}/codex/archived_sessions"]
+
+
+def corpus_for(base: Path, n: int, seed: int) -> tuple[Path, dict[str, Any]]:
+    out = base / f"corpus-{n}-{seed}"
+    manifest = out / "manifest.json"
+    if manifest.exists():
+        return out, json.loads(manifest.read_text())
+    if out.exists():
+        shutil.rmtree(out)
+    t0 = time.monotonic()
+    m = generate(out, n, seed=seed)
+    print(f"  generated {n:,} messages in {time.monotonic() - t0:.1f} s ({m['bytes'] / 1e6:.0f} MB)", flush=True)
+    return out, m
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file() and p.name.startswith("index.duckdb"))
+
+
+# --- queries ---------------------------------------------------------------------------------
+def pick_queries(db: Path, seed: int) -> dict[str, list[str]]:
+    """Query sets drawn from the indexed text itself, bucketed by document frequency."""
+    rnd = random.Random(seed)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        n_chunks = con.execute("SELECT max(chunk) FROM chunks").fetchone()[0] or 1  # type: ignore[index]
+        ids = sorted(rnd.sample(range(1, n_chunks + 1), min(400, n_chunks)))
+        texts = [r[0] for r in con.execute(f"SELECT text FROM chunks WHERE chunk IN ({','.join(map(str, ids))})").fetchall()]
+        segs = [r[0] for r in con.execute("SELECT name FROM segments").fetchall()]
+        words: dict[str, None] = {}
+        per_text: list[list[str]] = []
+        for t in texts:
+            ws = [w for w in query_terms(t) if w.isalpha() and 3 <= len(w) <= 20]
+            per_text.append(ws)
+            for w in ws:
+                words.setdefault(w, None)
+        cand = list(words)[:3000]
+        hashes = {term_hash(w): w for w in cand}
+        lst = ",".join(str(h) for h in hashes)
+        union = " UNION ALL ".join(f"SELECT term FROM {s} WHERE term IN ({lst})" for s in segs)
+        df = {hashes[int(t)]: int(c) for t, c in con.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()}
+    finally:
+        con.close()
+    ranked = sorted(df, key=lambda w: df[w])
+    total = max(n_chunks, 1)
+    rare = [w for w in ranked if df[w] <= max(5, total // 20000)]
+    mid = [w for w in ranked if total // 2000 <= df[w] <= total // 50]
+    common = sorted(df, key=lambda w: -df[w])[:10]
+    multi = [ws for ws in per_text if len(set(ws)) >= 5]
+    two = [" ".join(rnd.sample(sorted(set(ws)), 2)) for ws in rnd.sample(multi, min(30, len(multi)))]
+    five = [" ".join(rnd.sample(sorted(set(ws)), 5)) for ws in rnd.sample(multi, min(30, len(multi)))]
+    return {
+        "1-term rare": rnd.sample(rare, min(20, len(rare))),
+        "1-term mid": rnd.sample(mid, min(20, len(mid))),
+        "1-term common": common,
+        "2-term": two,
+        "5-term": five,
+    }
+
+
+def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for name, qs in queries.items():
+        lat: list[float] = []
+        engine: list[float] = []
+        for _ in range(reps):
+            for q in qs:
+                t0 = time.perf_counter()
+                r = search(q)
+                lat.append((time.perf_counter() - t0) * 1000)
+                engine.append(float(r.get("durationMs", 0)))
+        out[name] = {"p50": pct(lat, 50), "p95": pct(lat, 95), "engine_p50": pct(engine, 50), "n": len(lat)}
+    return out
+
+
+# --- one size ----------------------------------------------------------------------------------
+def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> dict[str, Any]:
+    print(f"== {label}: {n:,} messages", flush=True)
+    corpus, manifest = corpus_for(base, n, seed)
+    home = base / f"home-{label}"
+    if home.exists():
+        shutil.rmtree(home)
+    h = Home.resolve(home).ensure()
+    policy.save(h, policy.Policy(True, None))
+    res: dict[str, Any] = {"messages": manifest["messages"], "corpus_mb": manifest["bytes"] / 1e6,
+                           "sessions": manifest["sessions"]}
+
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "aivault.cli", "index", "--json", *root_args(corpus)],
+                          env=env_for(home), capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"aivault index failed: {proc.stderr}")
+    summary = json.loads(proc.stdout)
+    res["index_s"] = wall
+    res["index_msgs_per_s"] = manifest["messages"] / wall
+    res["index_mb_per_s"] = manifest["bytes"] / 1e6 / wall
+    res["indexer_peak_rss_mb"] = summary["peakRssKb"] / 1024
+    res["scanner_peak_rss_mb"] = summary["scannerPeakRssKb"] / 1024
+    res["index_size_mb"] = dir_size(home) / 1e6
+    print(f"  indexed in {wall:.1f} s: {res['index_msgs_per_s']:,.0f} msg/s, {res['index_mb_per_s']:.1f} MB/s; "
+          f"RSS indexer {res['indexer_peak_rss_mb']:.0f} MB, scanner {res['scanner_peak_rss_mb']:.0f} MB; "
+          f"index {res['index_size_mb']:.0f} MB", flush=True)
+
+    queries = pick_queries(h.db_path, seed)
+    res["queries"] = {k: len(v) for k, v in queries.items()}
+
+    # Direct mode first: it needs the file without a daemon holding it.
+    from indexer.store import open_reader
+    from query.service import DirectService
+
+    con = open_reader(h)
+    svc = DirectService(h, con)
+    res["direct"] = time_queries(lambda q: svc.search({"query": q, "limit": 20}), queries)
+    svc.close()
+    con.close()
+
+    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)],
+                              env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from broker.client import RpcClient
+
+        rpc = RpcClient.for_home(h, timeout_s=120)
+        deadline = time.monotonic() + 60
+        while rpc.ping() is None:
+            if time.monotonic() > deadline:
+                raise SystemExit("the daemon did not start")
+            time.sleep(0.1)
+        rpc.call("aiVault.reconcile", {"full": True})
+        res["daemon"] = time_queries(lambda q: rpc.call("aiVault.searchSessions", {"query": q, "limit": 20}),
+                                     queries)
+        res["batch"] = batch_cost(rpc, corpus)
+        import psutil
+
+        res["daemon_rss_mb"] = psutil.Process(daemon.pid).memory_info().rss / 1e6
+        rpc.close()
+    finally:
+        daemon.terminate()
+        daemon.wait(60)
+    for mode in ("daemon", "direct"):
+        for qname, v in res[mode].items():
+            print(f"  {mode:6} {qname:14} p50 {v['p50']:7.1f} ms  p95 {v['p95']:7.1f} ms  (engine p50 "
+                  f"{v['engine_p50']:.1f} ms)", flush=True)
+    print(f"  new batch searchable: {res['batch']['searchable_ms']:.0f} ms (reconcile {res['batch']['reconcile_ms']:.0f} ms)",
+          flush=True)
+    if agentsview:
+        from bench.agentsview import run_agentsview
+
+        res["agentsview"] = run_agentsview(corpus, base / f"agentsview-{label}", queries)
+    return res
+
+
+def batch_cost(rpc: Any, corpus: Path, messages: int = 1000, reps: int = 3) -> dict[str, float]:
+    """Write a new transcript of ``messages`` messages and time how long until it is searchable."""
+    from tests.builders import ClaudeWriter
+
+    root = corpus / "claude" / "projects"
+    searchable: list[float] = []
+    reconcile: list[float] = []
+    for rep in range(reps):
+        token = f"flatcheck{rep}x{random.randrange(10**9)}"
+        w = ClaudeWriter(root, cwd=f"/home/dev/bench-batch-{rep}")
+        lines = []
+        for i in range(messages // 2):
+            lines.append(f"batch probe {i} about merging segments {token if i == 0 else ''}")
+        t0 = time.perf_counter()
+        for i, text in enumerate(lines):
+            w.user(text)
+            w.assistant(f"answer {i}")
+        t1 = time.perf_counter()
+        rpc.call("aiVault.reconcile", {"full": False})
+        t2 = time.perf_counter()
+        while not rpc.call("aiVault.searchSessions", {"query": token})["hits"]:
+            time.sleep(0.01)
+        t3 = time.perf_counter()
+        reconcile.append((t2 - t1) * 1000)
+        searchable.append((t3 - t1) * 1000)
+        w.path.unlink()
+        shutil.rmtree(w.path.parent, ignore_errors=True)
+    return {"searchable_ms": statistics.median(searchable), "reconcile_ms": statistics.median(reconcile)}
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    labels = list(results)
+    rows = [("messages", lambda r: f"{r['messages']:,}"),
+            ("corpus MB", lambda r: f"{r['corpus_mb']:.0f}"),
+            ("index time s", lambda r: f"{r['index_s']:.1f}"),
+            ("index msg/s", lambda r: f"{r['index_msgs_per_s']:,.0f}"),
+            ("index MB/s", lambda r: f"{r['index_mb_per_s']:.1f}"),
+            ("indexer peak RSS MB", lambda r: f"{r['indexer_peak_rss_mb']:.0f}"),
+            ("scanner peak RSS MB", lambda r: f"{r['scanner_peak_rss_mb']:.0f}"),
+            ("daemon RSS MB (serving)", lambda r: f"{r['daemon_rss_mb']:.0f}"),
+            ("index size MB", lambda r: f"{r['index_size_mb']:.0f}"),
+            ("new batch searchable ms", lambda r: f"{r['batch']['searchable_ms']:.0f}")]
+    for mode in ("daemon", "direct"):
+        for q in ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term"):
+            rows.append((f"{mode} {q} p50/p95 ms",
+                         lambda r, m=mode, q=q: f"{r[m][q]['p50']:.1f} / {r[m][q]['p95']:.1f}"))
+    if any("agentsview" in r for r in results.values()):
+        rows.append(("agentsview sync s", lambda r: f"{r['agentsview']['sync_s']:.1f}" if "agentsview" in r else "-"))
+        for q in ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term"):
+            rows.append((f"agentsview {q} p50/p95 ms",
+                         lambda r, q=q: (f"{r['agentsview']['search'][q]['p50']:.1f} / "
+                                         f"{r['agentsview']['search'][q]['p95']:.1f}") if "agentsview" in r else "-"))
+    w0 = max(len(r[0]) for r in rows)
+    out = ["| " + "metric".ljust(w0) + " | " + " | ".join(labels) + " |",
+           "|" + "-" * (w0 + 2) + "|" + "|".join("-" * (len(lb) + 2) for lb in labels) + "|"]
+    for name, fn in rows:
+        out.append("| " + name.ljust(w0) + " | " + " | ".join(fn(results[lb]) for lb in labels) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10k,100k", help="comma-separated: 10k, 100k, 1m")
+    ap.add_argument("--out", default=str(REPO / "bench" / "out"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--agentsview", action="store_true", help="also run AgentsView on the same corpus")
+    args = ap.parse_args(argv)
+    base = Path(args.out)
+    base.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict[str, Any]] = {}
+    for label in args.sizes.split(","):
+        results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview)
+    (base / "results.json").write_text(json.dumps(results, indent=2))
+    print()
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
