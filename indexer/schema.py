@@ -64,6 +64,7 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             parent_session_id VARCHAR,
             present BOOLEAN NOT NULL
         )""",
+        "CREATE INDEX sessions_by_id ON sessions (sess)",
         "CREATE TABLE titles (agent VARCHAR NOT NULL, session_id VARCHAR NOT NULL, title VARCHAR NOT NULL)",
         """CREATE TABLE chunks (
             chunk BIGINT NOT NULL,
@@ -81,6 +82,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             state VARCHAR NOT NULL,          -- active | frozen | sorted
             created_at BIGINT NOT NULL
         )""",
+        # Point lookups of a page's evidence chunks and sessions; a scan would read every text.
+        "CREATE INDEX chunks_by_id ON chunks (chunk)",
         "CREATE TABLE vocab_log (term VARCHAR NOT NULL)",
         # The indexer's last observations, so a process without a running indexer can report them.
         "CREATE TABLE observations (key VARCHAR NOT NULL, value VARCHAR NOT NULL)",

@@ -27,9 +27,10 @@ from indexer.store import now_ms
 
 _log = log.get("indexer.segments")
 
-# Postings in the active segment before it is frozen. Small enough that scanning it unsorted
-# stays a few milliseconds; large enough that merges are rare.
-FREEZE_ROWS = int(os.environ.get("AIVAULT_FREEZE_ROWS", "2000000"))
+# Postings in the active segment before it is frozen. Every query scans the active segment
+# unsorted, so it is kept to about a millisecond's worth; size-tiered merging keeps the total
+# merge work O(n log n) however small this is.
+FREEZE_ROWS = int(os.environ.get("AIVAULT_FREEZE_ROWS", "300000"))
 # BM25 parameters; the merge orders postings by BM25 impact with the same values.
 K1 = 1.2
 B = 0.75

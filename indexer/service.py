@@ -331,6 +331,9 @@ class IndexerService:
                 self.writer.finish_merge(plan, rows)
                 _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
                 self._start_merge()
+            elif kind == "compact":
+                if self.writer.maybe_freeze(force=True):
+                    self._start_merge()
             elif kind == "merge_failed":
                 plan, err = arg
                 _log.error("segment merge failed", target=plan.target, error=err)
@@ -434,6 +437,10 @@ class IndexerService:
             self._requests.put(("merge_failed", (plan, str(exc))))
         finally:
             cur.close()
+
+    def compact(self) -> None:
+        """Ask for the active segment to be frozen and merged (e.g. when a one-shot index ends)."""
+        self._requests.put(("compact", None))
 
     def wait_merges(self, timeout_s: float = 600.0) -> None:
         """Block until no merge is running (used by `aivault index` and the bench)."""

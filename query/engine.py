@@ -179,8 +179,8 @@ class Engine:
         return Plan(tried[-1], terms, tried=tried), []
 
     def _df(self, cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
-        lst = ", ".join(str(h) for h in hashes)
-        union = " UNION ALL ".join(f"SELECT term FROM {name} WHERE term IN ({lst})" for name, _ in snap.segments)
+        branches = [_term_scan(name, state, hashes, "term") for name, state in snap.segments]
+        union = " UNION ALL ".join(b for group in branches for b in group)
         return {int(t): int(n) for t, n in cur.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()}
 
     def _score(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
@@ -202,10 +202,8 @@ class Engine:
         args: list[Any] = []
         for name, state in snap.segments:
             free = [h for h in hashes.values() if h not in capped_terms]
-            if free:
-                lst = ", ".join(str(h) for h in free)
-                parts.append(f"SELECT term, chunk, sess, tf, dl FROM {name} WHERE term IN ({lst}){conv}{sess_f}"
-                             + (restrict if restrict else ""))
+            for branch in _term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f + restrict):
+                parts.append(branch)
                 args += filt_args if sess_f else []
             for h in capped_terms:
                 order = "" if state == "sorted" else \
@@ -221,7 +219,8 @@ class Engine:
         drv = ""
         drv_args: list[Any] = []
         if restrict:
-            drv_parts = [f"SELECT chunk FROM {name} WHERE term = {driver}{conv}{sess_f}" for name, _ in snap.segments]
+            drv_parts = [b for name, state in snap.segments for b in
+                         _term_scan(name, state, [driver], "chunk", conv + sess_f)]
             drv = "drv AS (" + " UNION ALL ".join(drv_parts) + "), "
             drv_args = [a for _ in snap.segments for a in (filt_args if sess_f else [])]
         having = f" HAVING count(*) = {len(hashes)}" if require_all and len(hashes) > 1 else ""
@@ -286,6 +285,21 @@ class Engine:
                 "resumeCommand": m[8],
             })
         return hits, cut
+
+
+def _term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:
+    """SELECT branches reading ``hashes`` from one segment.
+
+    A sorted segment gets one equality scan per term: zone maps then skip all but that term's
+    row groups, whereas an IN list is pruned only by its min..max range, which for a few
+    random hashes spans nearly the whole segment. An unsorted segment is scanned once.
+    """
+    if not hashes:
+        return []
+    if state == "sorted":
+        return [f"SELECT {columns} FROM {name} WHERE term = {h}{extra}" for h in hashes]
+    lst = ", ".join(str(h) for h in hashes)
+    return [f"SELECT {columns} FROM {name} WHERE term IN ({lst}){extra}"]
 
 
 def _filters(req: SearchRequest) -> tuple[str, list[Any]]:
