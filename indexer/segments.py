@@ -13,6 +13,7 @@ exclusive side of ``SegmentLock`` that queries hold shared while they run.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,11 @@ _log = log.get("indexer.segments")
 # unsorted, so it is kept to about a millisecond's worth; size-tiered merging keeps the total
 # merge work O(n log n) however small this is.
 FREEZE_ROWS = int(os.environ.get("AIVAULT_FREEZE_ROWS", "300000"))
+# Merge policy (see SegmentSet.plan).
+L0_FANIN = 6
+TIER_FANIN = 4
+TIER_RATIO = 4.0
+MAX_FANIN = 8
 # BM25 parameters; the merge orders postings by BM25 impact with the same values.
 K1 = 1.2
 B = 0.75
@@ -145,28 +151,60 @@ class SegmentSet:
         self.segments.append(Segment(name, "active", 0))
         return next_segment + 1
 
-    def plan(self, next_segment: int, avgdl: float) -> tuple[MergePlan | None, int]:
-        """Frozen segments plus the newest sorted ones no larger than twice what is merged so far."""
+    def plan(self, next_segment: int, avgdl: float, *, compact: bool = False) -> tuple[MergePlan | None, int]:
+        """The next merge to run, if any (size-tiered, bounded fan-in).
+
+        * Frozen segments merge together once there are L0_FANIN of them (or when compacting).
+        * Sorted segments of one size class (a factor TIER_RATIO apart) merge once there are
+          TIER_FANIN of them, so each posting is rewritten O(log n) times, with few segments
+          for queries to visit.
+        * When compacting (idle, or a one-shot index ending), the smallest sorted segments are
+          merged while more than one remains small next to the largest.
+        """
         if self.merging:
             return None, next_segment
         frozen = [s for s in self.segments if s.state == "frozen"]
-        if not frozen:
+        ranked = sorted((s for s in self.segments if s.state == "sorted"), key=lambda s: s.rows)
+        inputs: list[Segment] = []
+        if len(frozen) >= L0_FANIN or (compact and frozen):
+            inputs = frozen[:MAX_FANIN]
+        else:
+            classes: dict[int, list[Segment]] = {}
+            for seg in ranked:
+                cls = int(math.log(max(seg.rows, 1), TIER_RATIO))
+                classes.setdefault(cls, []).append(seg)
+            for cls in sorted(classes):
+                if len(classes[cls]) >= TIER_FANIN:
+                    inputs = classes[cls][:MAX_FANIN]
+                    break
+            if not inputs and compact and len(ranked) > 1 and ranked[-2].rows * TIER_RATIO > ranked[-1].rows:
+                inputs = ranked[:MAX_FANIN]
+        if not inputs:
             return None, next_segment
-        inputs = list(frozen)
-        size = sum(s.rows for s in frozen)
-        for seg in reversed([s for s in self.segments if s.state == "sorted"]):
-            if seg.rows <= 2 * size:
-                inputs.append(seg)
-                size += seg.rows
-            else:
-                break
         self.merging = True
         return MergePlan(inputs, f"seg_{next_segment}", max(avgdl, 1.0)), next_segment + 1
 
     def run_merge(self, con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
-        """The slow part, on a background cursor; returns the merged row count."""
+        """The slow part, on a background cursor; returns the merged row count.
+
+        The sort does not need the inputs' order, and keeping it costs memory. If DuckDB still
+        runs out of memory sorting many inputs at once, the inputs are first copied into one
+        staging table (a streaming copy) and sorted from there, which it handles out of core.
+        """
+        con.execute("SET SESSION preserve_insertion_order = false")
         union = " UNION ALL ".join(f"SELECT * FROM {s.name}" for s in plan.inputs)
-        con.execute(q.MERGE_SEGMENTS.format(target=plan.target, inputs=union, k1=K1, b=B, avgdl=plan.avgdl))
+        merge = q.MERGE_SEGMENTS.format(target=plan.target, inputs="{inputs}", k1=K1, b=B, avgdl=plan.avgdl)
+        try:
+            con.execute(merge.format(inputs=union))
+        except duckdb.OutOfMemoryException:
+            _log.warning("merge ran out of memory; retrying through a staging table", target=plan.target)
+            con.execute(q.DROP_SEGMENT.format(name=plan.target))
+            staging = f"{plan.target}_staging"
+            con.execute(f"CREATE OR REPLACE TABLE {staging} AS {union}")
+            try:
+                con.execute(merge.format(inputs=f"SELECT * FROM {staging}"))
+            finally:
+                con.execute(q.DROP_SEGMENT.format(name=staging))
         row = con.execute(q.COUNT_SEGMENT.format(name=plan.target)).fetchone()
         return int(row[0]) if row else 0
 

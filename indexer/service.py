@@ -116,6 +116,8 @@ class IndexerService:
         self._last_full = 0.0
         self._refusals = 0
         self.scanner_peak_rss_kb = 0
+        self._compacting = False
+        self._idle_compacted = False
 
     # --- public, thread-safe ------------------------------------------------------------------
     @property
@@ -259,6 +261,7 @@ class IndexerService:
         self._refusals = 0
         self.obs.write_error = None
         self._last_batch_at = time.monotonic()
+        self._idle_compacted = False
         self.progress.messages_committed += applied.messages
         self._send(K_ACK, {"seq": seq, "generation": applied.generation, "messages": applied.messages})
         _log.info("batch", seq=seq, files=len(h.get("files") or []), messages=applied.messages,
@@ -330,10 +333,11 @@ class IndexerService:
                 plan, rows = arg
                 self.writer.finish_merge(plan, rows)
                 _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
-                self._start_merge()
+                self._start_merge(compact=self._compacting)
             elif kind == "compact":
-                if self.writer.maybe_freeze(force=True):
-                    self._start_merge()
+                self.writer.maybe_freeze(force=True)
+                self._compacting = True
+                self._start_merge(compact=True)
             elif kind == "merge_failed":
                 plan, err = arg
                 _log.error("segment merge failed", target=plan.target, error=err)
@@ -413,17 +417,21 @@ class IndexerService:
             elif now - self._last_recent >= RECENT_PASS_INTERVAL_S:
                 self._enqueue_pass(False, None)
         idle = now - self._last_batch_at
-        if idle >= IDLE_FREEZE_AFTER_S and self.writer.segments.active.rows >= IDLE_FREEZE_MIN_ROWS \
-                and not self.writer.segments.merging:
-            self.writer.maybe_freeze(force=True)
-            self._start_merge()
+        if idle >= IDLE_FREEZE_AFTER_S and not self._idle_compacted and not self.writer.segments.merging:
+            # Quiet for a while: leave the index in its fastest shape for queries.
+            self._idle_compacted = True
+            if self.writer.segments.active.rows >= IDLE_FREEZE_MIN_ROWS:
+                self.writer.maybe_freeze(force=True)
+            self._compacting = True
+            self._start_merge(compact=True)
 
     # --- merges ---------------------------------------------------------------------------------
-    def _start_merge(self) -> None:
+    def _start_merge(self, *, compact: bool = False) -> None:
         if self._merge_thread is not None and self._merge_thread.is_alive():
             return
-        plan = self.writer.plan_merge()
+        plan = self.writer.plan_merge(compact=compact)
         if plan is None:
+            self._compacting = False
             return
         self._merge_thread = threading.Thread(target=self._merge, args=(plan,), name="merge", daemon=True)
         self._merge_thread.start()

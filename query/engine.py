@@ -141,7 +141,6 @@ class Engine:
             if plan.repaired:
                 dbg["repairedTerms"] = dict(plan.repaired)
                 report["repairedTerms"] = dict(plan.repaired)
-            report["tried"] = list(plan.tried)
             dbg["plannerReport"] = report
             result["debug"] = dbg
         return result
