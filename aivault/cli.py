@@ -7,6 +7,7 @@ With a daemon answering on the data directory's socket, commands talk to it; wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -19,7 +20,14 @@ from aivault import log
 from aivault import policy as policy_mod
 from aivault.errors import AivaultError, InvalidParams, MethodNotFound
 from aivault.home import Home
-from aivault.protocol import METHOD_PING, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS, RPC_METHODS
+from aivault.protocol import (
+    METHOD_PING,
+    METHOD_RECONCILE,
+    METHOD_SEARCH,
+    METHOD_STATS,
+    METHOD_STATUS,
+    RPC_METHODS,
+)
 from aivault.render import ProgressLine, print_results, print_status
 
 EXIT_OK = 0
@@ -267,10 +275,8 @@ def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]],
     t.start()
     while t.is_alive():
         t.join(0.2)
-        try:
+        with contextlib.suppress(AivaultError):
             bar.update(stats())
-        except AivaultError:
-            pass
     bar.finish()
     if "error" in box:
         raise box["error"]
@@ -315,7 +321,8 @@ def _positive(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="aivault", description="Search the transcripts your AI coding agents left on disk.")
+    ap = argparse.ArgumentParser(prog="aivault",
+                                 description="Search the transcripts your AI coding agents left on disk.")
     ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

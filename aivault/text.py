@@ -43,6 +43,13 @@ TOOL_TEXT_MAX_CHARS = 1_000_000
 VOCAB_MAX_CHARS = 32
 
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# ASCII text is cut with bytes.translate + split (C loops, ~4x faster than the regex): every
+# byte that is not a word character, "+" or "#" becomes a space. A resulting surface that
+# holds "+" or "#" is re-cut by the regex once, when first seen, so both paths yield the same
+# terms. Non-ASCII text goes through the regex.
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+#")
+_ASCII_SPLIT = bytes.maketrans(bytes(range(256)), bytes(i if i in _WORD_BYTES else 32 for i in range(256)))
+
 # Surface tokens. Plain \w+ first: it is by far the most frequent match and the cheapest to
 # try; tokens holding CJK characters are split further, once per distinct form (token_terms).
 _TOKEN_RX = re.compile(r"\w+(?:\+\+|#(?!\w))?|#\d+")
@@ -118,7 +125,7 @@ class Tokenizer:
         self.new_terms: list[str] = []  # vocabulary seen since the caller last drained it
 
     def _reset_tables(self) -> None:
-        self._sids: dict[str, int] = {}
+        self._sids: dict[str | bytes, int] = {}
         self._tids: dict[str, int] = {}
         self._tid_hash = _Growable()
         self._start = _Growable()  # per surface id: offset of its terms in _flat
@@ -130,10 +137,17 @@ class Tokenizer:
         self._b_chunks: list[int] = []
         self._b_counts: list[int] = []
 
-    def _new_surface(self, token: str) -> int:
+    def _new_surface(self, token: str | bytes) -> int:
         sid = self._count.n
         self._sids[token] = sid
-        terms = token_terms(token)
+        if isinstance(token, bytes):
+            text = token.decode("ascii")
+            if "+" in text or "#" in text:
+                terms = [t for piece in _TOKEN_RX.findall(text) for t in token_terms(piece)]
+            else:
+                terms = token_terms(text)
+        else:
+            terms = token_terms(token)
         self._start.append(self._flat.n)
         self._count.append(len(terms))
         for t in terms:
@@ -149,7 +163,11 @@ class Tokenizer:
 
     def add(self, chunk: int, text: str) -> int:
         """Tokenize one chunk of the batch; returns its length in tokens (BM25's dl)."""
-        toks = _TOKEN_RX.findall(normalize(text))
+        toks: list[str] | list[bytes]
+        if text.isascii():
+            toks = text.encode("ascii").translate(_ASCII_SPLIT).split()
+        else:
+            toks = _TOKEN_RX.findall(normalize(text))
         if not toks:
             return 0
         ids = list(map(self._sids.get, toks))

@@ -19,6 +19,7 @@ import argparse
 import base64
 import bisect
 import itertools
+import os
 import random
 import shutil
 import sys
@@ -1371,13 +1372,17 @@ class _Gen:
         if self.left <= 0:
             raise _Stop
 
-    def _write(self, path: Path, data: bytes) -> None:
+    def _write(self, path: Path, data: bytes, mtime_ms: int | None = None) -> None:
         d = path.parent
         if d not in self.made_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self.made_dirs.add(d)
         with open(path, "wb") as fh:
             fh.write(data)
+        if mtime_ms is not None:
+            # A real transcript's mtime is its last write; scanners use it to tell recent files
+            # from old ones, so a corpus written "now" would look entirely recent.
+            os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         self.files += 1
         self.bytes += len(data)
 
@@ -1993,7 +1998,7 @@ class _Gen:
             while sub.msgs < target:
                 self._c_turn(sub, False, False, True, prompt="continue")
         finally:
-            self._write(base / f"agent-{agent_id}.jsonl", b"".join(sub.lines))
+            self._write(base / f"agent-{agent_id}.jsonl", b"".join(sub.lines), sub.t)
             self._write(base / f"agent-{agent_id}.meta.json", orjson.dumps({"agentType": "Explore"}))
         s.t = sub.t + 500
         summary = self._sentences(p.prose, 5.0)
@@ -2082,7 +2087,7 @@ class _Gen:
                 )
                 + b"\n"
             )
-        self._write(path, b"".join(s.lines))
+        self._write(path, b"".join(s.lines), s.t)
         if stopped:
             raise _Stop
 
@@ -2394,7 +2399,7 @@ class _Gen:
             self.codex_index.append((_iso(s.t)[:19] + "Z", sid, name))
             if r.random() < 0.05:
                 self.codex_index.append((_iso(s.t + 3_600_000)[:19] + "Z", sid, r.choice(p.titles)))
-        self._write(path, b"".join(s.lines))
+        self._write(path, b"".join(s.lines), s.t)
         if stopped:
             raise _Stop
 

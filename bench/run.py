@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,16 @@ def dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file() and p.name.startswith("index.duckdb"))
 
 
+def used_size(db: Path) -> int:
+    """Bytes in used blocks: DuckDB reuses but never returns the blocks merges free."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute("SELECT block_size, used_blocks FROM pragma_database_size()").fetchone()
+        return int(row[0]) * int(row[1]) if row else 0
+    finally:
+        con.close()
+
+
 # --- queries ---------------------------------------------------------------------------------
 def pick_queries(db: Path, seed: int) -> dict[str, list[str]]:
     """Query sets drawn from the indexed text itself, bucketed by document frequency."""
@@ -85,7 +96,8 @@ def pick_queries(db: Path, seed: int) -> dict[str, list[str]]:
     try:
         n_chunks = con.execute("SELECT max(chunk) FROM chunks").fetchone()[0] or 1  # type: ignore[index]
         ids = sorted(rnd.sample(range(1, n_chunks + 1), min(400, n_chunks)))
-        texts = [r[0] for r in con.execute(f"SELECT text FROM chunks WHERE chunk IN ({','.join(map(str, ids))})").fetchall()]
+        id_list = ",".join(map(str, ids))
+        texts = [r[0] for r in con.execute(f"SELECT text FROM chunks WHERE chunk IN ({id_list})").fetchall()]
         segs = [r[0] for r in con.execute("SELECT name FROM segments").fetchall()]
         words: dict[str, None] = {}
         per_text: list[list[str]] = []
@@ -98,7 +110,8 @@ def pick_queries(db: Path, seed: int) -> dict[str, list[str]]:
         hashes = {term_hash(w): w for w in cand}
         lst = ",".join(str(h) for h in hashes)
         union = " UNION ALL ".join(f"SELECT term FROM {s} WHERE term IN ({lst})" for s in segs)
-        df = {hashes[int(t)]: int(c) for t, c in con.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()}
+        rows = con.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()
+        df = {hashes[int(t)]: int(c) for t, c in rows}
     finally:
         con.close()
     ranked = sorted(df, key=lambda w: df[w])
@@ -158,6 +171,7 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> d
     res["indexer_peak_rss_mb"] = summary["peakRssKb"] / 1024
     res["scanner_peak_rss_mb"] = summary["scannerPeakRssKb"] / 1024
     res["index_size_mb"] = dir_size(home) / 1e6
+    res["index_used_mb"] = used_size(h.db_path) / 1e6
     print(f"  indexed in {wall:.1f} s: {res['index_msgs_per_s']:,.0f} msg/s, {res['index_mb_per_s']:.1f} MB/s; "
           f"RSS indexer {res['indexer_peak_rss_mb']:.0f} MB, scanner {res['scanner_peak_rss_mb']:.0f} MB; "
           f"index {res['index_size_mb']:.0f} MB", flush=True)
@@ -201,8 +215,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> d
         for qname, v in res[mode].items():
             print(f"  {mode:6} {qname:14} p50 {v['p50']:7.1f} ms  p95 {v['p95']:7.1f} ms  (engine p50 "
                   f"{v['engine_p50']:.1f} ms)", flush=True)
-    print(f"  new batch searchable: {res['batch']['searchable_ms']:.0f} ms (reconcile {res['batch']['reconcile_ms']:.0f} ms)",
-          flush=True)
+    b = res["batch"]
+    print(f"  new batch searchable: {b['searchable_ms']:.0f} ms (reconcile {b['reconcile_ms']:.0f} ms)", flush=True)
     if agentsview:
         from bench.agentsview import run_agentsview
 
@@ -223,7 +237,6 @@ def batch_cost(rpc: Any, corpus: Path, messages: int = 1000, reps: int = 3) -> d
         lines = []
         for i in range(messages // 2):
             lines.append(f"batch probe {i} about merging segments {token if i == 0 else ''}")
-        t0 = time.perf_counter()
         for i, text in enumerate(lines):
             w.user(text)
             w.assistant(f"answer {i}")
@@ -240,33 +253,64 @@ def batch_cost(rpc: Any, corpus: Path, messages: int = 1000, reps: int = 3) -> d
     return {"searchable_ms": statistics.median(searchable), "reconcile_ms": statistics.median(reconcile)}
 
 
+Row = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def _latency(mode: str, q: str) -> Callable[[dict[str, Any]], str]:
+    def cell(r: dict[str, Any]) -> str:
+        v = r[mode]["search"][q] if mode == "agentsview" else r[mode][q]
+        return f"{v['p50']:.1f} / {v['p95']:.1f}"
+
+    def guarded(r: dict[str, Any]) -> str:
+        return cell(r) if mode in r else "-"
+
+    return guarded
+
+
+def _field(fmt: str, *path: str) -> Callable[[dict[str, Any]], str]:
+    def cell(r: dict[str, Any]) -> str:
+        v: Any = r
+        for key in path:
+            if key not in v:
+                return "-"
+            v = v[key]
+        return fmt.format(v)
+
+    return cell
+
+
+QUERY_KINDS = ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term")
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     labels = list(results)
-    rows = [("messages", lambda r: f"{r['messages']:,}"),
-            ("corpus MB", lambda r: f"{r['corpus_mb']:.0f}"),
-            ("index time s", lambda r: f"{r['index_s']:.1f}"),
-            ("index msg/s", lambda r: f"{r['index_msgs_per_s']:,.0f}"),
-            ("index MB/s", lambda r: f"{r['index_mb_per_s']:.1f}"),
-            ("indexer peak RSS MB", lambda r: f"{r['indexer_peak_rss_mb']:.0f}"),
-            ("scanner peak RSS MB", lambda r: f"{r['scanner_peak_rss_mb']:.0f}"),
-            ("daemon RSS MB (serving)", lambda r: f"{r['daemon_rss_mb']:.0f}"),
-            ("index size MB", lambda r: f"{r['index_size_mb']:.0f}"),
-            ("new batch searchable ms", lambda r: f"{r['batch']['searchable_ms']:.0f}")]
+    rows: list[Row] = [
+        ("messages", _field("{:,}", "messages")),
+        ("corpus MB", _field("{:.0f}", "corpus_mb")),
+        ("index time s", _field("{:.1f}", "index_s")),
+        ("index msg/s", _field("{:,.0f}", "index_msgs_per_s")),
+        ("index MB/s", _field("{:.1f}", "index_mb_per_s")),
+        ("indexer peak RSS MB", _field("{:.0f}", "indexer_peak_rss_mb")),
+        ("scanner peak RSS MB", _field("{:.0f}", "scanner_peak_rss_mb")),
+        ("daemon RSS MB (serving)", _field("{:.0f}", "daemon_rss_mb")),
+        ("index file MB", _field("{:.0f}", "index_size_mb")),
+        ("index data MB (used blocks)", _field("{:.0f}", "index_used_mb")),
+        ("new batch searchable ms", _field("{:.0f}", "batch", "searchable_ms")),
+    ]
     for mode in ("daemon", "direct"):
-        for q in ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term"):
-            rows.append((f"{mode} {q} p50/p95 ms",
-                         lambda r, m=mode, q=q: f"{r[m][q]['p50']:.1f} / {r[m][q]['p95']:.1f}"))
+        rows += [(f"{mode} {q} p50/p95 ms", _latency(mode, q)) for q in QUERY_KINDS]
     if any("agentsview" in r for r in results.values()):
-        rows.append(("agentsview sync s", lambda r: f"{r['agentsview']['sync_s']:.1f}" if "agentsview" in r else "-"))
-        for q in ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term"):
-            rows.append((f"agentsview {q} p50/p95 ms",
-                         lambda r, q=q: (f"{r['agentsview']['search'][q]['p50']:.1f} / "
-                                         f"{r['agentsview']['search'][q]['p95']:.1f}") if "agentsview" in r else "-"))
+        rows.append(("agentsview sync s", _field("{:.1f}", "agentsview", "sync_s")))
+        rows.append(("agentsview db MB", _field("{:.0f}", "agentsview", "db_mb")))
+        rows += [(f"agentsview {q} p50/p95 ms", _latency("agentsview", q)) for q in QUERY_KINDS]
     w0 = max(len(r[0]) for r in rows)
-    out = ["| " + "metric".ljust(w0) + " | " + " | ".join(labels) + " |",
-           "|" + "-" * (w0 + 2) + "|" + "|".join("-" * (len(lb) + 2) for lb in labels) + "|"]
+    widths = [max(len(lb), *(len(fn(results[lb])) for _, fn in rows)) for lb in labels]
+    out = ["| " + "metric".ljust(w0) + " | " + " | ".join(lb.ljust(w) for lb, w in zip(labels, widths, strict=True))
+           + " |",
+           "|" + "-" * (w0 + 2) + "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     for name, fn in rows:
-        out.append("| " + name.ljust(w0) + " | " + " | ".join(fn(results[lb]) for lb in labels) + " |")
+        cells = " | ".join(fn(results[lb]).rjust(w) for lb, w in zip(labels, widths, strict=True))
+        out.append("| " + name.ljust(w0) + " | " + cells + " |")
     return "\n".join(out)
 
 

@@ -26,7 +26,7 @@ class RpcClient:
         self.endpoint = endpoint
         self.key = key
         self.timeout_s = timeout_s
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[Any] = zmq.Context.instance()
         self.sock: zmq.Socket[bytes] | None = None
 
     @classmethod
@@ -80,6 +80,7 @@ class SessionSearchClient:
         self.host = host
 
     def search(self, request: dict[str, Any], *, retries: int = 2) -> dict[str, Any]:
+        value: dict[str, Any] = {}
         for attempt in range(retries + 1):
             try:
                 value = self.rpc.call(METHOD_SEARCH, request, host=self.host)

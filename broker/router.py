@@ -37,7 +37,7 @@ class Broker:
         self.key = key
         self.handler = handler
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="query")
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[Any] = zmq.Context.instance()
         self._stop = threading.Event()
         self._inproc = f"inproc://broker-replies-{id(self)}"
         self._ids = itertools.count(1)

@@ -153,7 +153,7 @@ class IndexerService:
 
     # --- the loop -------------------------------------------------------------------------------
     def _run(self) -> None:
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[Any] = zmq.Context.instance()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)

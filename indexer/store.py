@@ -68,7 +68,7 @@ def _lock_error(path: Path, exc: Exception) -> IndexLocked:
 
 
 def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    config: dict[str, str | bool | int] = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "threads": THREADS,
         "memory_limit": MEMORY_LIMIT,
         # Nothing may ever try the network for an extension.
@@ -116,7 +116,7 @@ def read_meta(con: duckdb.DuckDBPyConnection) -> Meta:
     row = con.execute(q.SELECT_META).fetchone()
     if row is None:
         raise RuntimeError("the index has no meta row; run `aivault clear` to rebuild it")
-    return Meta(*(r if i == 0 else int(r) for i, r in enumerate(row)))
+    return Meta(str(row[0]), *(int(r) for r in row[1:]))
 
 
 def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:

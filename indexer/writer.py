@@ -218,8 +218,8 @@ class Writer:
                 con.register(name, table)
             dropped_chunks = dropped_dl = 0
             if drop_sess:
-                row = con.execute(q.CHUNK_TOTALS_OF).fetchone()
-                dropped_chunks, dropped_dl = (int(row[0]), int(row[1])) if row else (0, 0)
+                totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                 con.execute(q.DELETE_CHUNKS_OF)
                 con.execute(q.DELETE_SESSIONS_OF)
             con.register("b_chunks", b_chunks)

@@ -11,6 +11,7 @@ committed generation afterwards: if a write landed meanwhile, the page answers
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import Any
 import duckdb
 
 from aivault.text import query_terms, term_hash
-from indexer.segments import B, K1, SegmentLock
+from indexer.segments import K1, B, SegmentLock
 from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
 from query.request import SearchRequest
 from query.snippets import make_snippet
@@ -76,10 +77,8 @@ class Engine:
     def close(self) -> None:
         with self._cursors_lock:
             for cur in self._cursors:
-                try:
+                with contextlib.suppress(duckdb.Error):
                     cur.close()
-                except duckdb.Error:
-                    pass
             self._cursors.clear()
 
     @contextmanager
@@ -180,7 +179,8 @@ class Engine:
     def _df(self, cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
         branches = [_term_scan(name, state, hashes, "term") for name, state in snap.segments]
         union = " UNION ALL ".join(b for group in branches for b in group)
-        return {int(t): int(n) for t, n in cur.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()}
+        rows = cur.execute(f"SELECT term, count(*) FROM ({union}) GROUP BY term").fetchall()
+        return {int(t): int(n) for t, n in rows}
 
     def _score(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
                hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
@@ -231,7 +231,8 @@ class Engine:
             w AS (
                 SELECT p.chunk, any_value(p.sess) AS sess,
                        round(sum(i.idf * p.tf * {K1 + 1}::DOUBLE
-                             / (p.tf + {K1}::DOUBLE * (1 - {B}::DOUBLE + {B}::DOUBLE * p.dl / {snap.avgdl!r}::DOUBLE))), 6)
+                             / (p.tf + {K1}::DOUBLE
+                                * (1 - {B}::DOUBLE + {B}::DOUBLE * p.dl / {snap.avgdl!r}::DOUBLE))), 6)
                          AS score
                 FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
             b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk

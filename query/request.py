@@ -59,7 +59,7 @@ def parse_limit(value: Any) -> int:
         if math.isnan(value) or math.isinf(value) or not value.is_integer():
             return DEFAULT_LIMIT
         value = int(value)
-    return max(1, min(MAX_LIMIT, value))
+    return max(1, min(MAX_LIMIT, int(value)))
 
 
 def cut_query(query: str) -> tuple[str, bool]:

@@ -143,10 +143,9 @@ def _walk_dir(root: Root, path: str, problems: list[RootProblem], depth: int,
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
-                if depth < _MAX_DEPTH and not entry.name.startswith("."):
-                    if recurse_known or dirs is None or entry.path not in dirs:
-                        yield from _walk_dir(root, entry.path, problems, depth + 1, dirs,
-                                             recurse_known=recurse_known)
+                if depth < _MAX_DEPTH and not entry.name.startswith(".") \
+                        and (recurse_known or dirs is None or entry.path not in dirs):
+                    yield from _walk_dir(root, entry.path, problems, depth + 1, dirs, recurse_known=recurse_known)
                 continue
             if not entry.name.endswith(".jsonl") or not _wanted(root.agent, entry.name):
                 continue

@@ -194,7 +194,8 @@ class Scanner:
         if rec is None:
             old = self.by_inode.get((found.dev, found.ino))
             old_rec = self.known.get(old) if old else None
-            if old_rec is not None and old != path and old_rec.agent == found.agent and not os.path.exists(old_rec.path):
+            if old_rec is not None and old != path and old_rec.agent == found.agent \
+                    and not os.path.exists(old_rec.path):
                 renamed_from, rec = old_rec.path, old_rec
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))

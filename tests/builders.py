@@ -90,7 +90,8 @@ class CodexWriter:
     def _line(self, kind: str, payload: dict[str, Any]) -> None:
         self.t += timedelta(seconds=5)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"timestamp": iso(self.t), "type": kind, "payload": payload}, ensure_ascii=False) + "\n")
+            line = {"timestamp": iso(self.t), "type": kind, "payload": payload}
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def _item(self, payload: dict[str, Any]) -> None:
         self._line("response_item", payload)

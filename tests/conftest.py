@@ -25,6 +25,13 @@ from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_logs() -> None:
+    from aivault import log
+
+    log.configure("warning", process="tests")
+
+
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["AIVAULT_HOME"] = str(home)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.conftest import InprocDaemon
@@ -78,7 +79,9 @@ def test_filters_agents_paths_since_and_sort(inproc_daemon: InprocDaemon, roots:
     cx.user("refactor the parser in codex")
     inproc_daemon.reconcile()
 
-    ids = lambda r: [h["sessionId"] for h in r["hits"]]  # noqa: E731
+    def ids(r: dict[str, Any]) -> list[str]:
+        return [h["sessionId"] for h in r["hits"]]
+
     assert set(ids(inproc_daemon.search("parser", filters={"agents": ["codex"]}))) == {cx.session_id}
     r = inproc_daemon.search("parser", filters={"scopePaths": ["/home/dev/proj"]})
     assert set(ids(r)) == {old.session_id, new.session_id, cx.session_id}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import zmq
 
@@ -42,7 +43,7 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
         for i in range(2500):
             c.user(f"message {i} in session {s}")
     endpoint = f"ipc://{tmp_path / 'ingest.sock'}"
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[Any] = zmq.Context.instance()
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
     router.bind(endpoint)
@@ -54,7 +55,10 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
         assert frames is not None
         ident, msg = frames[0], decode_ingest(frames[1:], SCANNER_KINDS)
         assert msg.kind == K_HELLO
-        send = lambda kind, header: router.send_multipart([ident, *encode_ingest(kind, header)])  # noqa: E731
+
+        def send(kind: bytes, header: dict[str, Any]) -> None:
+            router.send_multipart([ident, *encode_ingest(kind, header)])
+
         send(K_STATE, {"req": msg.header["req"], "epoch": 1, "files": [], "last": True})
         send(K_RECONCILE, {"req": 1, "full": True})
         batches: list[int] = []
@@ -87,7 +91,7 @@ def test_the_broker_answers_garbage_with_errors_and_keeps_serving(home: Home, ro
     d = DaemonProcess(home, roots)
     try:
         d.reconcile()
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[Any] = zmq.Context.instance()
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.connect(home.rpc_endpoint)
@@ -123,7 +127,7 @@ def test_the_indexer_drops_garbage_on_its_ingest_socket(home: Home, roots: dict[
     d = DaemonProcess(home, roots)
     try:
         d.reconcile()
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[Any] = zmq.Context.instance()
         s = ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.connect(home.ingest_endpoint)

@@ -1,0 +1,1 @@
+"""Tests for aivault: real processes, sockets and databases."""
