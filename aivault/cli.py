@@ -21,6 +21,7 @@ from aivault import policy as policy_mod
 from aivault.errors import AivaultError, InvalidParams, MethodNotFound
 from aivault.home import Home
 from aivault.protocol import (
+    METHOD_CLEAR,
     METHOD_PING,
     METHOD_RECONCILE,
     METHOD_SEARCH,
@@ -86,8 +87,8 @@ class Connection:
             return search_status()
         if method == METHOD_PING:
             return {"pong": True, "mode": "direct", "home": str(self.home.path)}
-        if method in (METHOD_STATS, METHOD_RECONCILE):
-            raise CliError(f"{method} needs a running daemon (`aivault serve`)")
+        if method in (METHOD_STATS, METHOD_RECONCILE, METHOD_CLEAR):
+            raise CliError(f"{method} needs a running daemon (`aivault serve`); `aivault clear` works without one")
         raise MethodNotFound(f"unknown method {method!r}")
 
     def search(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -284,6 +285,37 @@ def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]],
     return value
 
 
+def cmd_clear(args: argparse.Namespace, home: Home) -> int:
+    """Delete the index and its sidecars (never a transcript); rebuild if consent is on."""
+    conn = Connection(home)
+    if conn.rpc is not None:
+        value = conn.rpc.call(METHOD_CLEAR, {}, timeout_s=600)
+        if args.json:
+            print(json.dumps(value))
+            return EXIT_OK
+        note = "rebuilding in the daemon" if value.get("rebuilding") else "not rebuilding: search is disabled"
+        print(f"cleared the index in {home.path} ({len(value.get('removed', []))} file(s) removed); {note}")
+        return EXIT_OK
+    daemon = _run_daemon(home, args, schedule=False)
+    try:
+        value = daemon.service.clear()
+        summary: dict[str, Any] | None = None
+        if value["rebuilding"]:
+            bar = ProgressLine()
+            summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
+            daemon.service.indexer.compact()
+            daemon.service.indexer.wait_merges()
+    finally:
+        daemon.close()
+    if args.json:
+        print(json.dumps({**value, "rebuild": summary}))
+        return EXIT_OK
+    print(f"cleared the index in {home.path} ({len(value['removed'])} file(s) removed)"
+          + (f"; rebuilt: {summary['messages']:,} messages from {summary['files_changed']:,} files" if summary
+             else "; not rebuilt: search is disabled (`aivault enable` turns it on)"))
+    return EXIT_OK
+
+
 def cmd_enable(args: argparse.Namespace, home: Home) -> int:
     old = policy_mod.load(home)
     days = old.history_days if args.history_days is None else args.history_days
@@ -362,6 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("enable", help="consent to indexing agent sessions")
     p.add_argument("--history-days", type=_positive)
     p.set_defaults(fn=cmd_enable)
+    p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
+    roots(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_clear)
     p = sub.add_parser("disable", help="stop indexing; keep the index copy")
     p.set_defaults(fn=cmd_disable)
     p = sub.add_parser("policy", help="show or change retention")

@@ -18,8 +18,10 @@ METHOD_STATUS: Final = "aiVault.searchStatus"
 METHOD_PING: Final = "aiVault.ping"
 METHOD_RECONCILE: Final = "aiVault.reconcile"
 METHOD_STATS: Final = "aiVault.indexStats"
+# Local control (SPEC §8): refused for any host but this machine's own index.
+METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
 
-RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS)
+RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_CLEAR)
 
 # Result kinds of aiVault.searchSessions (SPEC §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")

@@ -11,14 +11,15 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from aivault import __version__, log
-from aivault import policy as policy_mod
 from aivault.codec import RpcRequest
 from aivault.errors import AivaultError, InvalidParams, MethodNotFound
 from aivault.home import Home
 from aivault.protocol import (
+    METHOD_CLEAR,
     METHOD_PING,
     METHOD_RECONCILE,
     METHOD_SEARCH,
@@ -33,6 +34,10 @@ from query.local import LocalService
 from query.service import search_sessions, search_status, set_session_search_service
 
 _log = log.get("daemon")
+
+
+POLICY_POLL_S = 1.0
+_REPLY_CACHE = 64
 
 
 class AlreadyRunning(AivaultError):
@@ -59,11 +64,15 @@ class Daemon:
         except BaseException:
             os.close(self._pid_fd)
             raise
-        self.con = con
         self.service = LocalService(home, con, meta, extra_roots=configured_roots(home, extra_roots or []),
                                     default_roots=default_roots, schedule=schedule)
         self.broker = Broker(home.rpc_endpoint, home.key(), self.handle)
         self._thread: threading.Thread | None = None
+        self._watch: threading.Thread | None = None
+        self._stop = threading.Event()
+        # State-changing requests answer a repeated request id with the stored reply.
+        self._replies: OrderedDict[str, Any] = OrderedDict()
+        self._replies_lock = threading.Lock()
 
     def _lock_pidfile(self) -> int:
         fd = os.open(self.home.pid_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -96,12 +105,26 @@ class Daemon:
             return self.service.stats()
         if m == METHOD_RECONCILE:
             return self._reconcile(req.params)
+        if m == METHOD_CLEAR:
+            return self._once(req.id, self.service.clear)
         raise MethodNotFound(f"unknown method {m!r}")
+
+    def _once(self, request_id: str, action: Any) -> Any:
+        with self._replies_lock:
+            if request_id in self._replies:
+                return self._replies[request_id]
+        value = action()
+        with self._replies_lock:
+            self._replies[request_id] = value
+            while len(self._replies) > _REPLY_CACHE:
+                self._replies.popitem(last=False)
+        return value
 
     def _reconcile(self, params: Any) -> Any:
         if not isinstance(params, dict) or not isinstance(params.get("full", False), bool):
             raise InvalidParams("aiVault.reconcile takes {full: bool}")
-        if not policy_mod.load(self.home).enabled:
+        self.service.apply_policy()
+        if not self.service.policy.enabled:
             raise AivaultError("indexing is disabled for this data directory: run `aivault enable` first")
         return self.service.indexer.reconcile(bool(params.get("full", False))).result()
 
@@ -112,16 +135,27 @@ class Daemon:
         self.service.start()
         self._thread = threading.Thread(target=self.broker.run, name="broker", daemon=True)
         self._thread.start()
+        self._watch = threading.Thread(target=self._watch_policy, name="policy", daemon=True)
+        self._watch.start()
         _log.info("daemon started", home=str(self.home.path), endpoint=self.home.rpc_endpoint)
 
+    def _watch_policy(self) -> None:
+        """Follow `aivault enable/disable/policy` (or a hand edit) within POLICY_POLL_S."""
+        while not self._stop.wait(POLICY_POLL_S):
+            try:
+                self.service.apply_policy()
+            except Exception:
+                _log.exception("applying the policy failed")
+
     def close(self) -> None:
+        self._stop.set()
         self.broker.stop()
-        if self._thread is not None:
-            self._thread.join(10)
+        for t in (self._thread, self._watch):
+            if t is not None:
+                t.join(10)
         set_session_search_service(None)
-        self.service.stop()
         try:
-            self.con.close()
+            self.service.stop()
         finally:
             try:
                 os.ftruncate(self._pid_fd, 0)

@@ -47,7 +47,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             present BOOLEAN NOT NULL,
             malformed BIGINT NOT NULL,
             oversized BIGINT NOT NULL,
-            indexed_at BIGINT NOT NULL
+            indexed_at BIGINT NOT NULL,
+            expired BOOLEAN NOT NULL DEFAULT false  -- its session fell out of retention
         )""",
         """CREATE TABLE sessions (
             sess INTEGER NOT NULL,           -- internal id; a re-read file gets a new one
@@ -106,9 +107,10 @@ CREATE_SEGMENT: Final = "CREATE TABLE {name} (" + SEGMENT_COLUMNS + ")"
 INSERT_SEGMENT_ROW: Final = "INSERT INTO segments VALUES (?, ?, ?)"
 SELECT_SEGMENTS: Final = "SELECT name, state FROM segments ORDER BY created_at, name"
 
-SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present
-    FROM files ORDER BY path"""
-SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized FROM files"""
+SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present,
+    expired FROM files ORDER BY path"""
+SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized, expired
+    FROM files"""
 SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT path FROM b_paths)"
 
 # Batch application (indexer/ingest.py). ``b_*`` names are Arrow tables registered per batch.
@@ -116,7 +118,7 @@ INSERT_CHUNKS: Final = "INSERT INTO chunks SELECT chunk, sess, ord, part, role, 
 INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl, conv FROM b_postings"
 DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
-    head_hash, state, sess, present, malformed, oversized, indexed_at FROM b_files"""
+    head_hash, state, sess, present, malformed, oversized, indexed_at, false FROM b_files"""
 DELETE_SESSIONS_IN_BATCH: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_sessions)"
 INSERT_SESSIONS: Final = """INSERT INTO sessions SELECT sess, file_id, agent, session_id, title, cwd, branch,
     started_at, updated_at, message_count, resume_command, parent_session_id, present FROM b_sessions"""
@@ -146,3 +148,8 @@ SELECT_OBSERVATIONS: Final = "SELECT key, value FROM observations"
 DELETE_OBSERVATIONS: Final = "DELETE FROM observations"
 INSERT_OBSERVATION: Final = "INSERT INTO observations VALUES (?, ?)"
 COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) FROM files"
+
+# Retention (indexer/writer.py: Writer.sweep): small transactions, oldest sessions first.
+SELECT_EXPIRED: Final = """SELECT sess, file_id FROM sessions WHERE updated_at < ? ORDER BY updated_at, sess LIMIT ?"""
+EXPIRE_FILES: Final = "UPDATE files SET expired = true WHERE file_id IN (SELECT file_id FROM b_drop)"
+FORGET_EXPIRED_FILES: Final = "DELETE FROM files WHERE expired"

@@ -87,7 +87,7 @@ class Observations:
 
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
-                 default_roots: bool = True, schedule: bool = True) -> None:
+                 default_roots: bool = True, schedule: bool = True, history_days: int | None = None) -> None:
         self.home = home
         self.lock = SegmentLock()
         self.con = con
@@ -95,6 +95,7 @@ class IndexerService:
         self.extra_roots = extra_roots
         self.default_roots = default_roots
         self.schedule = schedule
+        self.history_days = history_days
         self.progress = Progress()
         self.obs = Observations()
         self.started = False
@@ -148,6 +149,10 @@ class IndexerService:
             self._thread.join(timeout_s)
         self.closed = True
 
+    def cutoff_ms(self) -> int | None:
+        """Sessions last updated before this are outside the retention window (None: keep all)."""
+        return now_ms() - self.history_days * 86_400_000 if self.history_days else None
+
     def files_indexed(self) -> int:
         return sum(1 for f in self.writer.files.values() if f.present)
 
@@ -164,6 +169,7 @@ class IndexerService:
         self.sock = sock
         last_ping = time.monotonic()
         try:
+            self._sweep()
             self._spawn_scanner()
             while not self._stop.is_set():
                 if sock.poll(_LOOP_TICK_MS, zmq.POLLIN):
@@ -236,7 +242,7 @@ class IndexerService:
         if not self._pending and self.schedule and self.obs.full_passes == 0:
             self._enqueue_pass(True, None)
         for req_id, (full, _) in sorted(self._pending.items()):
-            self._send(K_RECONCILE, {"req": req_id, "full": full})
+            self._send(K_RECONCILE, {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()})
             self._sent.add(req_id)
 
     def _on_batch(self, msg: IngestMessage) -> None:
@@ -292,7 +298,8 @@ class IndexerService:
         self.obs.failed = list(h.get("failed") or [])
         self.obs.problems = list(h.get("problems") or [])
         if full:
-            self.obs.last_sweep_at = now
+            self._sweep()
+            self.obs.last_sweep_at = now_ms()
             self.obs.full_passes += 1
         self.progress.running = False
         self.progress.files_done = self.progress.files_changed
@@ -354,7 +361,7 @@ class IndexerService:
         req_id = self._req_seq
         self._pending[req_id] = (full, [fut] if fut else [])
         if self._scanner_id is not None:
-            self._send(K_RECONCILE, {"req": req_id, "full": full})
+            self._send(K_RECONCILE, {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()})
             self._sent.add(req_id)
         if full:
             self._last_full = time.monotonic()
@@ -408,6 +415,17 @@ class IndexerService:
         self.scanner_peak_rss_kb = max(self.scanner_peak_rss_kb, int(usage.ru_maxrss))
         return proc.returncode
 
+    def _sweep(self) -> None:
+        """Apply retention: remove sessions older than historyDays, in small transactions."""
+        cutoff = self.cutoff_ms()
+        if cutoff is None:
+            return
+        t0 = time.perf_counter()
+        removed = self.writer.sweep(cutoff, should_stop=self._stop.is_set)
+        if removed:
+            _log.info("retention sweep", removed=removed, history_days=self.history_days, generation=self.generation,
+                      ms=round((time.perf_counter() - t0) * 1000, 1))
+
     def _housekeeping(self, now: float) -> None:
         if self._scanner_id is not None and self._scanner is not None:
             self._respawn_delay = 1.0
@@ -449,6 +467,12 @@ class IndexerService:
     def compact(self) -> None:
         """Ask for the active segment to be frozen and merged (e.g. when a one-shot index ends)."""
         self._requests.put(("compact", None))
+
+    def wait_idle(self, timeout_s: float = 600.0) -> None:
+        """Block until every requested pass has committed (nothing pending)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self._pending and not self.closed:
+            time.sleep(0.05)
 
     def wait_merges(self, timeout_s: float = 600.0) -> None:
         """Block until no merge is running (used by `aivault index` and the bench)."""

@@ -10,6 +10,7 @@ re-sent or reordered batch can never duplicate a message.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ class FileEntry:
     present: bool
     malformed: int = 0
     oversized: int = 0
+    expired: bool = False
 
 
 @dataclass(slots=True)
@@ -65,9 +67,10 @@ class Writer:
         self.con = con
         self.lock = lock
         self.files: dict[str, FileEntry] = {}
-        for path, file_id, sess, offset, present, malformed, oversized in con.execute(q.SELECT_FILES_CACHE).fetchall():
+        for path, file_id, sess, offset, present, malformed, oversized, expired in \
+                con.execute(q.SELECT_FILES_CACHE).fetchall():
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
-                                         int(oversized))
+                                         int(oversized), bool(expired))
         self.sess_sig: dict[int, bytes] = {}
         self.segments, next_segment = SegmentSet.load(con, meta.next_segment)
         self.meta = meta.advanced(next_segment=next_segment)
@@ -136,6 +139,8 @@ class Writer:
             else:
                 if cur is None:
                     raise Refused(f"{path}: not indexed yet, so a batch must read it from offset 0")
+                if cur.expired:
+                    raise Refused(f"{path}: its session expired under the retention policy; re-read it from 0")
                 if cur.offset != part["start"]:
                     raise Refused(f"{path}: committed offset is {cur.offset}, batch starts at {part['start']}")
                 file_id, sess = cur.file_id, cur.sess
@@ -280,6 +285,57 @@ class Writer:
     def _write_meta(self, m: Meta) -> None:
         self.con.execute(q.UPDATE_META, [m.generation, m.next_file, m.next_sess, m.next_chunk, m.next_segment,
                                          m.n_chunks, m.sum_dl])
+
+    def sweep(self, cutoff_ms: int, *, batch: int = 200, should_stop: Callable[[], bool] | None = None) -> int:
+        """Delete sessions last updated before ``cutoff_ms``, ``batch`` sessions per transaction.
+
+        Each transaction removes the sessions and their chunks, marks their files expired (so an
+        unchanged file is not read again) and advances the generation. Interrupting between
+        transactions loses nothing; the next sweep continues. Returns the sessions removed.
+        """
+        removed = 0
+        while not (should_stop and should_stop()):
+            rows = self.con.execute(q.SELECT_EXPIRED, [cutoff_ms, batch]).fetchall()
+            if not rows:
+                break
+            sess = [int(r[0]) for r in rows]
+            file_ids = [int(r[1]) for r in rows]
+            con = self.con
+            con.execute("BEGIN")
+            try:
+                con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
+                                                  "file_id": pa.array(file_ids, pa.int32())}))
+                totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
+                con.execute(q.DELETE_CHUNKS_OF)
+                con.execute(q.DELETE_SESSIONS_OF)
+                con.execute(q.EXPIRE_FILES)
+                meta = self.meta.advanced(generation=self.meta.generation + 1, n_chunks=self.meta.n_chunks - n,
+                                          sum_dl=self.meta.sum_dl - dl)
+                self._write_meta(meta)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            finally:
+                con.unregister("b_drop")
+            self.meta = meta
+            gone = set(file_ids)
+            for entry in self.files.values():
+                if entry.file_id in gone:
+                    entry.expired = True
+            for s in sess:
+                self.sess_sig.pop(s, None)
+            removed += len(sess)
+        return removed
+
+    def forget_expired(self) -> int:
+        """Drop the rows of expired files so the next full pass reads them again (retention changed)."""
+        row = self.con.execute("SELECT count(*) FROM files WHERE expired").fetchone()
+        self.con.execute(q.FORGET_EXPIRED_FILES)
+        for path in [p for p, e in self.files.items() if e.expired]:
+            del self.files[path]
+        return int(row[0]) if row else 0
 
     def save_observations(self, values: dict[str, str]) -> None:
         """Persist the indexer's last observations (they change no search result)."""

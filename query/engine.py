@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from typing import Any
 
 import duckdb
 
-from aivault.text import query_terms, term_hash
+from aivault.text import VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
 from indexer.segments import K1, B, SegmentLock
 from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
 from query.request import SearchRequest
@@ -32,6 +33,9 @@ ROLE_NAMES = ("user", "assistant", "tool", "system")
 # Postings read per term when a term is too common to read whole; the sorted segments keep
 # each term's highest-impact postings first, so these are its best candidates.
 TERM_CAP = 50_000
+# Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
+# truncated.candidates.
+PHRASE_CANDIDATES = 500
 
 
 @dataclass(slots=True)
@@ -56,7 +60,7 @@ class Engine:
     """Answers searches from one DuckDB database (a writer's connection or a read-only one)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
-                 committed_generation: Callable[[], int] | None = None) -> None:
+                 committed_generation: Callable[[], int | None] | None = None) -> None:
         self._con = con
         self._key = key
         self._lock = lock
@@ -64,6 +68,9 @@ class Engine:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
+        # Called after a page is assembled and before the generation fence is checked; tests use
+        # it to land a real write in exactly that window.
+        self.assembly_hook: Callable[[], None] | None = None
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
         cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cur", None)
@@ -120,9 +127,11 @@ class Engine:
             rows = rows[: req.limit]
             hits, cut = self._hits(cur, req, plan, rows)
             duration = (time.perf_counter() - t0) * 1000
+            if self.assembly_hook is not None:
+                self.assembly_hook()
         if self._committed is not None:
             now = self._committed()
-            if now != snap.generation:
+            if now is not None and now != snap.generation:
                 return {"kind": "stale-cursor", "generation": now, "expectedGeneration": snap.generation}
         cursor = mint(self._key, Position(qk, snap.generation, snap.identity, offset + len(rows))) if has_more else None
         result: dict[str, Any] = {
@@ -161,20 +170,56 @@ class Engine:
         hashes = {t: term_hash(t) for t in terms}
         df = self._df(cur, snap, list(hashes.values()))
         tried: list[str] = []
-        for route in ("all", "any"):
-            if route == "any" and len(terms) == 1:
-                break  # the same as "all" for a single term
+        phrase = phrase_pattern(req.text) if len(terms) > 1 else None
+        routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
+        repaired: dict[str, str] = {}
+        for route in routes:
+            if route == "any" and len(terms) == 1 and not repaired:
+                break  # the same as "all" for a single known term
+            if route == "typo":
+                missing = [t for t in terms if df.get(hashes[t], 0) == 0]
+                repaired = self._repair(cur, snap, missing) if missing else {}
+                if not repaired:
+                    continue
+                for new in repaired.values():
+                    hashes[new] = term_hash(new)
+                df.update(self._df(cur, snap, [hashes[n] for n in repaired.values()]))
             tried.append(route)
-            present = {t: hashes[t] for t in terms if df.get(hashes[t], 0) > 0}
-            if not present or (route == "all" and len(present) < len(terms)):
+            use = [repaired.get(t, t) for t in terms] if route in ("typo", "any") else terms
+            present = {t: hashes[t] for t in dict.fromkeys(use) if df.get(hashes[t], 0) > 0}
+            require_all = route in ("phrase", "all", "typo")
+            if not present or (require_all and len(present) < len(dict.fromkeys(use))):
                 continue
-            plan = Plan(route, terms, tried=list(tried))
+            plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
             args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
-            rows = self._score(*args, offset, count, require_all=(route == "all"))
+            pat = phrase if route == "phrase" else None
+            rows = self._score(*args, offset, count, require_all=require_all, phrase=pat)
             # A route answers when it has any match at all, whatever page was asked for.
-            if rows or (offset > 0 and self._score(*args, 0, 1, require_all=(route == "all"))):
+            if rows or (offset > 0 and self._score(*args, 0, 1, require_all=require_all, phrase=pat)):
                 return plan, rows
-        return Plan(tried[-1], terms, tried=tried), []
+        return Plan(tried[-1] if tried else "all", terms, tried=tried, repaired=repaired), []
+
+    def _repair(self, cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -> dict[str, str]:
+        """Closest indexed words to query words the index has never seen (typo repair)."""
+        out: dict[str, str] = {}
+        for word in missing:
+            if len(word) < 4 or len(word) > VOCAB_MAX_CHARS or not word.isalpha():
+                continue
+            dist = 1 if len(word) <= 5 else 2
+            rows = cur.execute(
+                """SELECT term, min(damerau_levenshtein(term, ?)) AS d FROM vocab_log
+                   WHERE length(term) BETWEEN ? AND ? AND (term[1] = ? OR term[2] = ?)
+                   GROUP BY term HAVING d <= ? ORDER BY d, term LIMIT 20""",
+                [word, len(word) - dist, len(word) + dist, word[0], word[1], dist]).fetchall()
+            if not rows:
+                continue
+            best_d = rows[0][1]
+            cands = [str(t) for t, d in rows if d == best_d]
+            dfs = self._df(cur, snap, [term_hash(c) for c in cands])
+            ranked = sorted(cands, key=lambda c: (-dfs.get(term_hash(c), 0), c))
+            if dfs.get(term_hash(ranked[0]), 0) > 0:
+                out[word] = ranked[0]
+        return out
 
     def _df(self, cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
         branches = [_term_scan(name, state, hashes, "term") for name, state in snap.segments]
@@ -184,7 +229,7 @@ class Engine:
 
     def _score(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
                hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
-               count: int, *, require_all: bool) -> list[tuple[int, float, int | None]]:
+               count: int, *, require_all: bool, phrase: str | None = None) -> list[tuple[int, float, int | None]]:
         n = max(snap.n_chunks, 1)
         conv = " AND conv" if req.scope == "conversation" else ""
         sess_f = f" AND sess IN (SELECT s.sess FROM sessions s WHERE {filt_sql})" if filt_args or filt_sql != "TRUE" \
@@ -225,6 +270,13 @@ class Engine:
         having = f" HAVING count(*) = {len(hashes)}" if require_all and len(hashes) > 1 else ""
         order = "b.score DESC, s.updated_at DESC NULLS LAST, b.sess" if req.filters.sort == "relevance" \
             else "s.updated_at DESC NULLS LAST, b.score DESC, b.sess"
+        scored = "w"
+        if phrase is not None:
+            phrase_chunks = self._phrase_chunks(cur, hashes, phrase, plan, drv, drv_args, parts, args, idf_rows,
+                                                snap, having)
+            if not phrase_chunks:
+                return []
+            scored = f"(SELECT * FROM w WHERE chunk IN ({', '.join(str(c) for c in phrase_chunks)}))"
         sql = f"""
             WITH {drv}p AS ({" UNION ALL ".join(parts)}),
             i(term, idf) AS (VALUES {idf_rows}),
@@ -236,12 +288,32 @@ class Engine:
                          AS score
                 FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
             b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
-                  FROM w GROUP BY sess)
+                  FROM {scored} GROUP BY sess)
             SELECT b.sess, b.score, b.chunk FROM b JOIN sessions s USING (sess)
             WHERE {filt_sql}
             ORDER BY {order} LIMIT ? OFFSET ?"""
         all_args = [*drv_args, *args, *filt_args, count, offset]
         return [(int(a), float(b), int(c)) for a, b, c in cur.execute(sql, all_args).fetchall()]
+
+    def _phrase_chunks(self, cur: duckdb.DuckDBPyConnection, hashes: dict[str, int], phrase: str, plan: Plan,
+                       drv: str, drv_args: list[Any], parts: list[str], args: list[Any], idf_rows: str,
+                       snap: Snapshot, having: str) -> list[int]:
+        """Chunks holding every term whose text also holds the words in order (the phrase)."""
+        sql = f"""
+            WITH {drv}p AS ({" UNION ALL ".join(parts)}),
+            i(term, idf) AS (VALUES {idf_rows})
+            SELECT p.chunk, sum(i.idf * p.tf) AS s FROM p JOIN i USING (term)
+            GROUP BY p.chunk{having} ORDER BY s DESC, p.chunk LIMIT {PHRASE_CANDIDATES + 1}"""
+        cands = [int(r[0]) for r in cur.execute(sql, [*drv_args, *args]).fetchall()]
+        if len(cands) > PHRASE_CANDIDATES:
+            plan.capped = True
+            cands = cands[:PHRASE_CANDIDATES]
+        if not cands:
+            return []
+        rows = cur.execute(
+            f"SELECT chunk FROM chunks WHERE chunk IN ({', '.join(map(str, cands))}) AND regexp_matches(text, ?)",
+            [phrase]).fetchall()
+        return [int(r[0]) for r in rows]
 
     # --- hits -------------------------------------------------------------------------------------
     def _hits(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
@@ -285,6 +357,14 @@ class Engine:
                 "resumeCommand": m[8],
             })
         return hits, cut
+
+
+def phrase_pattern(text: str) -> str | None:
+    """An RE2 pattern matching the query's words in order, separated by anything but words."""
+    words = [w for w in iter_tokens(normalize(text))]
+    if len(words) < 2:
+        return None
+    return "(?i)" + r"[^\pL\pN_]+".join(re.escape(m.group(0)) for m in words)
 
 
 def _term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +25,7 @@ SCOPES = ("conversation", "all")
 FRESHNESS = ("indexed", "wait-until-current")
 SORTS = ("relevance", "newest")
 
+_JOINERS = frozenset("\u200d\ufe0f\ufe0e")
 _OPERATOR = re.compile(r'(?<!\S)(agent|path|branch):("([^"]*)"|(\S+))')
 
 
@@ -63,10 +65,19 @@ def parse_limit(value: Any) -> int:
 
 
 def cut_query(query: str) -> tuple[str, bool]:
-    """At most MAX_QUERY_CHARS characters and MAX_QUERY_TERMS whitespace-separated terms."""
+    """At most MAX_QUERY_CHARS characters and MAX_QUERY_TERMS whitespace-separated terms.
+
+    Slicing a str never splits a code point; the cut also steps back over combining marks and
+    joiners so that no character loses its accent or an emoji sequence half its parts.
+    """
     cut = False
     if len(query) > MAX_QUERY_CHARS:
-        query, cut = query[:MAX_QUERY_CHARS], True  # str slicing never splits a code point
+        end = MAX_QUERY_CHARS
+        while end > 0 and (unicodedata.combining(query[end]) or query[end] in _JOINERS):
+            end -= 1
+        while end > 0 and query[end - 1] in _JOINERS:
+            end -= 1
+        query, cut = query[:end], True
     words = query.split()
     if len(words) > MAX_QUERY_TERMS:
         query, cut = " ".join(words[:MAX_QUERY_TERMS]), True

@@ -104,9 +104,34 @@ class DirectService:
         req = parse_request(params)
         if not policy_mod.load(self.home).enabled:
             return {"kind": "unavailable", "reason": "disabled"}
-        # Nothing can write while we hold the file read-only, so there is nothing to wait for:
-        # the index is as current as it will get without an indexer.
+        if req.freshness == "wait-until-current":
+            return self._search_fresh(params)
         return self.engine.search(req)
+
+    def _search_fresh(self, params: Any) -> dict[str, Any]:
+        """wait-until-current without a daemon: become the indexer for this one request.
+
+        The read-only handle is closed, the database opened read-write (an error if another
+        process holds it), a bounded recent reconcile runs with the usual 5 s deadline, the search
+        answers, and the reconcile is allowed to finish before the handle goes back to read-only.
+        """
+        from broker.daemon import Daemon
+        from indexer.store import open_reader
+
+        self.engine.close()
+        self.con.close()
+        try:
+            daemon = Daemon(self.home, schedule=False)
+            try:
+                daemon.service.start()
+                result = daemon.service.search(params)
+                daemon.service.indexer.wait_idle()
+            finally:
+                daemon.close()
+        finally:
+            self.con = open_reader(self.home)
+            self.engine = Engine(self.con, self.home.key())
+        return result
 
     def status(self) -> dict[str, Any]:
         enabled = policy_mod.load(self.home).enabled

@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             pending.clear()
             full = any(bool(m.header.get("full")) for m in reqs)
             try:
-                stats = scanner.run_pass(reqs[-1].header.get("req"), full)
+                cutoff = reqs[-1].header.get("cutoff_ms")
+                stats = scanner.run_pass(reqs[-1].header.get("req"), full,
+                                         cutoff_ms=int(cutoff) if isinstance(cutoff, int) else None)
             except Resync as exc:
                 logger.warning("indexer refused a batch; reloading state", reason=exc.reason)
                 scanner.synced = False
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 "messages": stats.messages,
                 "malformed": stats.malformed,
                 "oversized": stats.oversized,
+                "too_old": stats.too_old,
                 "failed": stats.failed,
                 "problems": [{"root": p.root, "reason": p.reason} for p in stats.problems],
             })

@@ -49,6 +49,7 @@ class FileRec:
     head_len: int
     head_hash: int
     present: bool
+    expired: bool = False  # its session fell out of retention: read again from 0 if it changes
 
 
 @dataclass(slots=True)
@@ -61,6 +62,7 @@ class PassStats:
     messages: int = 0
     malformed: int = 0
     oversized: int = 0
+    too_old: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)
     problems: list[RootProblem] = field(default_factory=list)
 
@@ -127,14 +129,19 @@ class Scanner:
                         self.states[path] = blob
 
     # --- a pass --------------------------------------------------------------------------------
-    def run_pass(self, req: int | None, full: bool, on_control: Callable[[], None] | None = None) -> PassStats:
+    def run_pass(self, req: int | None, full: bool, on_control: Callable[[], None] | None = None,
+                 cutoff_ms: int | None = None) -> PassStats:
         if not self.synced:
             self.sync()
         stats = PassStats()
         candidates = self._candidates(full, stats)
         work: list[tuple[Found, FileRec | None]] = []
+        cutoff_ns = cutoff_ms * 1_000_000 if cutoff_ms else None
         for found in candidates:
             rec = self.known.get(found.path)
+            if rec is None and cutoff_ns is not None and found.mtime_ns < cutoff_ns:
+                stats.too_old += 1  # last written before the retention window: nothing to keep
+                continue
             # Unchanged only if nothing is left past the committed offset: a pass interrupted
             # between two batches of one file recorded the file's size but not its end.
             if rec is not None and rec.present and found.size == rec.size == rec.offset \
@@ -206,6 +213,7 @@ class Scanner:
             st = os.fstat(fd)
             reset = (
                 rec is None
+                or rec.expired
                 or (st.st_dev, st.st_ino) != (rec.dev, rec.ino)
                 or st.st_size < rec.offset
                 or (rec.head_len > 0 and (st.st_size < rec.head_len or head_hash(fd, rec.head_len) != rec.head_hash))
