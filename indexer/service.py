@@ -484,7 +484,16 @@ class IndexerService:
             time.sleep(0.05)
 
     # --- shutdown -------------------------------------------------------------------------------
+    def _fail_pending(self, reason: str) -> None:
+        for _, futs in self._pending.values():
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(RuntimeError(reason))
+        self._pending.clear()
+
     def _shutdown(self) -> None:
+        # Nothing pending can complete any more: tell the waiters now, not after the scanner exits.
+        self._fail_pending("the indexer stopped before the pass finished")
         proc = self._scanner
         if proc is not None and proc.poll() is None:
             self._send(K_STOP, {"reason": "indexer stopping"})
@@ -501,9 +510,5 @@ class IndexerService:
             self.con.interrupt()
             t.join(30)
         self._drain_requests()
-        for _, futs in self._pending.values():
-            for fut in futs:
-                if not fut.done():
-                    fut.set_exception(RuntimeError("the indexer stopped before the pass finished"))
-        self._pending.clear()
+        self._fail_pending("the indexer stopped before the pass finished")
         self.closed = True

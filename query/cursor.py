@@ -49,9 +49,14 @@ def _unb64(text: str) -> bytes:
     if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
         raise MalformedCursor("not base64url")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError) as exc:
         raise MalformedCursor("not base64url") from exc
+    # The last character of unpadded base64 carries unused bits; several spellings decode to
+    # the same bytes. Only the one we emit is accepted, so that every edit is detected.
+    if _b64(data) != text:
+        raise MalformedCursor("not canonical base64url")
+    return data
 
 
 def _mac(key: bytes, payload: bytes) -> bytes:

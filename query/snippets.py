@@ -55,7 +55,7 @@ def _spans(text: str, terms: set[str]) -> list[tuple[int, int, str]]:
 
 
 def _best_window(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple[int, int]:
-    if not spans:
+    if not spans or n <= width:
         return 0, min(n, width)
     best = (0, 0, 0)  # (distinct terms, -start, index)
     for i, (s, _, _) in enumerate(spans):
@@ -66,6 +66,7 @@ def _best_window(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple
         if score > best[:2]:
             best = (score[0], score[1], i)
     lo = max(0, spans[best[2]][0] - width // 4)
+    lo = min(lo, max(0, n - width))  # near the end: show a full window, not a short tail
     return lo, min(n, lo + width)
 
 
