@@ -35,7 +35,7 @@ ROLE_NAMES = ("user", "assistant", "tool", "system")
 TERM_CAP = 50_000
 # Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
 # truncated.candidates.
-PHRASE_CANDIDATES = 500
+PHRASE_CANDIDATES = 100
 
 
 @dataclass(slots=True)
@@ -173,6 +173,7 @@ class Engine:
         phrase = phrase_pattern(req.text) if len(terms) > 1 else None
         routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
         repaired: dict[str, str] = {}
+        memo: dict[str, Any] = {}  # the phrase route's all-terms candidates, reused by "all"
         for route in routes:
             if route == "any" and len(terms) == 1 and not repaired:
                 break  # the same as "all" for a single known term
@@ -193,9 +194,9 @@ class Engine:
             plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
             args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
             pat = phrase if route == "phrase" else None
-            rows = self._score(*args, offset, count, require_all=require_all, phrase=pat)
+            rows = self._score(*args, offset, count, require_all=require_all, phrase=pat, memo=memo)
             # A route answers when it has any match at all, whatever page was asked for.
-            if rows or (offset > 0 and self._score(*args, 0, 1, require_all=require_all, phrase=pat)):
+            if rows or (offset > 0 and self._score(*args, 0, 1, require_all=require_all, phrase=pat, memo=memo)):
                 return plan, rows
         return Plan(tried[-1] if tried else "all", terms, tried=tried, repaired=repaired), []
 
@@ -229,7 +230,13 @@ class Engine:
 
     def _score(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
                hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
-               count: int, *, require_all: bool, phrase: str | None = None) -> list[tuple[int, float, int | None]]:
+               count: int, *, require_all: bool, phrase: str | None = None,
+               memo: dict[str, Any] | None = None) -> list[tuple[int, float, int | None]]:
+        key = (frozenset(hashes.values()), req.scope, offset, count)
+        if memo is not None and phrase is None and require_all and memo.get("key") == key:
+            # The phrase route's statement already ranked this page for the all-terms route.
+            rows: list[tuple[int, float, int | None]] = memo["all_rows"]
+            return rows
         n = max(snap.n_chunks, 1)
         conv = " AND conv" if req.scope == "conversation" else ""
         sess_f = f" AND sess IN (SELECT s.sess FROM sessions s WHERE {filt_sql})" if filt_args or filt_sql != "TRUE" \
@@ -270,50 +277,71 @@ class Engine:
         having = f" HAVING count(*) = {len(hashes)}" if require_all and len(hashes) > 1 else ""
         order = "b.score DESC, s.updated_at DESC NULLS LAST, b.sess" if req.filters.sort == "relevance" \
             else "s.updated_at DESC NULLS LAST, b.score DESC, b.sess"
-        scored = "w"
+        bm25 = (f"round(sum(i.idf * p.tf * {K1 + 1}::DOUBLE / (p.tf + {K1}::DOUBLE"
+                f" * (1 - {B}::DOUBLE + {B}::DOUBLE * p.dl / {snap.avgdl!r}::DOUBLE))), 6)")
+        # With a phrase, one statement yields both the all-terms page (part 0) and the best
+        # PHRASE_CANDIDATES chunks holding all terms (part 1): if the phrase is found in none of
+        # them, the all-terms route needs no second pass over the postings.
+        phrase_part = f"""
+            UNION ALL (SELECT 1, sess, score, chunk FROM w ORDER BY score DESC, chunk
+                       LIMIT {PHRASE_CANDIDATES + 1})""" if phrase is not None else ""
+        page_sql = f"SELECT 0, b.sess, b.score, b.chunk FROM b JOIN sessions s USING (sess) WHERE {filt_sql} " \
+                   f"ORDER BY {order} LIMIT ? OFFSET ?"
         if phrase is not None:
-            phrase_chunks = self._phrase_chunks(cur, hashes, phrase, plan, drv, drv_args, parts, args, idf_rows,
-                                                snap, having)
-            if not phrase_chunks:
-                return []
-            scored = f"(SELECT * FROM w WHERE chunk IN ({', '.join(str(c) for c in phrase_chunks)}))"
+            # DuckDB answers a lone parenthesized SELECT with parameters with no rows; only
+            # parenthesize when a UNION follows.
+            page_sql = f"({page_sql})"
         sql = f"""
             WITH {drv}p AS ({" UNION ALL ".join(parts)}),
             i(term, idf) AS (VALUES {idf_rows}),
-            w AS (
-                SELECT p.chunk, any_value(p.sess) AS sess,
-                       round(sum(i.idf * p.tf * {K1 + 1}::DOUBLE
-                             / (p.tf + {K1}::DOUBLE
-                                * (1 - {B}::DOUBLE + {B}::DOUBLE * p.dl / {snap.avgdl!r}::DOUBLE))), 6)
-                         AS score
+            w AS {"MATERIALIZED " if phrase is not None else ""}(
+                SELECT p.chunk, any_value(p.sess) AS sess, {bm25} AS score
                 FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
             b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
-                  FROM {scored} GROUP BY sess)
-            SELECT b.sess, b.score, b.chunk FROM b JOIN sessions s USING (sess)
-            WHERE {filt_sql}
-            ORDER BY {order} LIMIT ? OFFSET ?"""
+                  FROM w GROUP BY sess)
+            {page_sql}{phrase_part}"""
         all_args = [*drv_args, *args, *filt_args, count, offset]
-        return [(int(a), float(b), int(c)) for a, b, c in cur.execute(sql, all_args).fetchall()]
-
-    def _phrase_chunks(self, cur: duckdb.DuckDBPyConnection, hashes: dict[str, int], phrase: str, plan: Plan,
-                       drv: str, drv_args: list[Any], parts: list[str], args: list[Any], idf_rows: str,
-                       snap: Snapshot, having: str) -> list[int]:
-        """Chunks holding every term whose text also holds the words in order (the phrase)."""
-        sql = f"""
-            WITH {drv}p AS ({" UNION ALL ".join(parts)}),
-            i(term, idf) AS (VALUES {idf_rows})
-            SELECT p.chunk, sum(i.idf * p.tf) AS s FROM p JOIN i USING (term)
-            GROUP BY p.chunk{having} ORDER BY s DESC, p.chunk LIMIT {PHRASE_CANDIDATES + 1}"""
-        cands = [int(r[0]) for r in cur.execute(sql, [*drv_args, *args]).fetchall()]
-        if len(cands) > PHRASE_CANDIDATES:
+        page: list[tuple[int, float, int | None]] = []
+        top: list[tuple[int, int, float]] = []
+        for part, sess, score, chunk in cur.execute(sql, all_args).fetchall():
+            if part == 0:
+                page.append((int(sess), float(score), int(chunk)))
+            else:
+                top.append((int(chunk), int(sess), float(score)))
+        if phrase is None:
+            return page
+        if memo is not None:
+            memo.update(key=key, all_rows=page)
+        top.sort(key=lambda c: (-c[2], c[0]))
+        if len(top) > PHRASE_CANDIDATES:
             plan.capped = True
-            cands = cands[:PHRASE_CANDIDATES]
-        if not cands:
+            top = top[:PHRASE_CANDIDATES]
+        if not top:
             return []
-        rows = cur.execute(
-            f"SELECT chunk FROM chunks WHERE chunk IN ({', '.join(map(str, cands))}) AND regexp_matches(text, ?)",
-            [phrase]).fetchall()
-        return [int(r[0]) for r in rows]
+        rx = re.compile(phrase, re.IGNORECASE)
+        matched = {int(c) for c, text in cur.execute(
+            f"SELECT chunk, text FROM chunks WHERE chunk IN ({', '.join(str(c[0]) for c in top)})").fetchall()
+            if rx.search(normalize(text))}
+        return self._rank_chunks(cur, req, [c for c in top if c[0] in matched], offset, count)
+
+    def _rank_chunks(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, cands: list[tuple[int, int, float]],
+                     offset: int, count: int) -> list[tuple[int, float, int | None]]:
+        """Sessions ranked by their best chunk among ``cands`` (chunk, sess, score; best first)."""
+        best: dict[int, tuple[float, int]] = {}
+        for chunk, sess, score in cands:
+            old = best.get(sess)
+            if old is None or (score, -chunk) > (old[0], -old[1]):
+                best[sess] = (score, chunk)
+        if not best:
+            return []
+        updated = {int(s): (u if u is not None else -1) for s, u in cur.execute(
+            f"SELECT sess, updated_at FROM sessions WHERE sess IN ({', '.join(map(str, best))})").fetchall()}
+        live = [s for s in best if s in updated]  # a session deleted since its postings were written
+        if req.filters.sort == "relevance":
+            live.sort(key=lambda s: (-best[s][0], -updated[s], s))
+        else:
+            live.sort(key=lambda s: (-updated[s], -best[s][0], s))
+        return [(s, best[s][0], best[s][1]) for s in live[offset : offset + count]]
 
     # --- hits -------------------------------------------------------------------------------------
     def _hits(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
@@ -360,11 +388,11 @@ class Engine:
 
 
 def phrase_pattern(text: str) -> str | None:
-    """An RE2 pattern matching the query's words in order, separated by anything but words."""
-    words = [w for w in iter_tokens(normalize(text))]
+    """A pattern matching the query's words in order, whole, separated only by non-word characters."""
+    words = [m.group(0) for m in iter_tokens(normalize(text))]
     if len(words) < 2:
         return None
-    return "(?i)" + r"[^\pL\pN_]+".join(re.escape(m.group(0)) for m in words)
+    return r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
 
 
 def _term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:
