@@ -70,6 +70,18 @@ K_PING: Final = b"PING"
 SCANNER_KINDS: Final = (K_HELLO, K_BATCH, K_PROGRESS, K_PASS_DONE, K_GET_STATES)
 INDEXER_KINDS: Final = (K_STATE, K_ACK, K_NACK, K_RECONCILE, K_STOP, K_PING)
 
+_SHARD_MIX = 1_000_003
+
+
+def shard_of(dev: int, ino: int, shards: int) -> int:
+    """The scanner shard owning a file (by device and inode, so a rename keeps its shard).
+
+    Both sides of the ingest socket compute it: the indexer to send each scanner its files'
+    state, the scanner to pick its files.
+    """
+    return (dev * _SHARD_MIX + ino) % shards
+
+
 # --- liveness and flow control (units in the names) ----------------------------------------
 # Batches the scanner may have sent but not seen acknowledged; with BATCH_MAX_BYTES this
 # bounds the memory either side holds for a slow peer.

@@ -151,15 +151,16 @@ class SegmentSet:
         self.segments.append(Segment(name, "active", 0))
         return next_segment + 1
 
-    def plan(self, next_segment: int, avgdl: float, *, compact: bool = False) -> tuple[MergePlan | None, int]:
+    def plan(self, next_segment: int, avgdl: float, *, compact: str | None = None) -> tuple[MergePlan | None, int]:
         """The next merge to run, if any (size-tiered, bounded fan-in).
 
         * Frozen segments merge together once there are L0_FANIN of them (or when compacting).
         * Sorted segments of one size class (a factor TIER_RATIO apart) merge once there are
           TIER_FANIN of them, so each posting is rewritten O(log n) times, with few segments
           for queries to visit.
-        * When compacting (idle, or a one-shot index ending), the smallest sorted segments are
-          merged while more than one remains small next to the largest.
+        * ``compact="frozen"`` (a one-shot index ending) also merges fewer frozen segments;
+          ``compact="all"`` (the daemon when idle) then merges the smallest sorted segments while
+          more than one remains small next to the largest.
         """
         if self.merging:
             return None, next_segment
@@ -177,7 +178,7 @@ class SegmentSet:
                 if len(classes[cls]) >= TIER_FANIN:
                     inputs = classes[cls][:MAX_FANIN]
                     break
-            if not inputs and compact and len(ranked) > 1 and ranked[-2].rows * TIER_RATIO > ranked[-1].rows:
+            if not inputs and compact == "all" and len(ranked) > 1 and ranked[-2].rows * TIER_RATIO > ranked[-1].rows:
                 inputs = ranked[:MAX_FANIN]
         if not inputs:
             return None, next_segment

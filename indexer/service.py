@@ -1,9 +1,10 @@
-"""The indexer: one thread owning the database writes, the scanner child and its socket.
+"""The indexer: one thread owning the database writes, the scanner children and their socket.
 
-It spawns ``python -m scanner`` (respawning it with backoff if it dies), answers its state
-requests, applies its batches (ACK after commit, NACK on refusal), schedules scan passes,
-freezes and merges postings segments, and keeps the observations that ``searchStatus``
-reports. Other threads talk to it only through ``reconcile()`` and read-only properties.
+It spawns ``python -m scanner`` once per shard (respawning with backoff if one dies), answers
+their state requests, applies their batches (ACK after commit, NACK on refusal), schedules scan
+passes, freezes and merges postings segments, applies retention, and keeps the observations
+that ``searchStatus`` reports. Other threads talk to it only through ``reconcile()`` and
+read-only properties.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from aivault.protocol import (
     PROTOCOL_VERSION,
     SCANNER_KINDS,
 )
+from indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
 from indexer.segments import MergePlan, SegmentLock
 from indexer.store import Meta, now_ms
 from indexer.writer import Refused, Writer
@@ -60,22 +62,6 @@ _LOOP_TICK_MS = 50
 
 
 @dataclass(slots=True)
-class Progress:
-    """What the current (or last) pass reported, for status and progress bars."""
-
-    running: bool = False
-    full: bool = False
-    files_seen: int = 0
-    files_changed: int = 0
-    files_done: int = 0
-    bytes_total: int = 0
-    bytes_done: int = 0
-    messages_read: int = 0
-    messages_committed: int = 0
-    started_at: float = 0.0
-
-
-@dataclass(slots=True)
 class Observations:
     last_reconcile_at: int | None = None
     last_sweep_at: int | None = None
@@ -87,7 +73,8 @@ class Observations:
 
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
-                 default_roots: bool = True, schedule: bool = True, history_days: int | None = None) -> None:
+                 default_roots: bool = True, schedule: bool = True, history_days: int | None = None,
+                 scanners: int | None = None) -> None:
         self.home = home
         self.lock = SegmentLock()
         self.con = con
@@ -96,28 +83,22 @@ class IndexerService:
         self.default_roots = default_roots
         self.schedule = schedule
         self.history_days = history_days
-        self.progress = Progress()
+        self.slots = [Slot(i) for i in range(scanners or default_scanners())]
         self.obs = Observations()
         self.started = False
         self.closed = False
         self._requests: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self._pending: dict[int, tuple[bool, list[Future[dict[str, Any]]]]] = {}
-        self._sent: set[int] = set()
+        self._pending: dict[int, Request] = {}
         self._req_seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._scanner: subprocess.Popen[bytes] | None = None
-        self._scanner_id: bytes | None = None
-        self._epoch = 0
-        self._respawn_at = 0.0
-        self._respawn_delay = 1.0
         self._merge_thread: threading.Thread | None = None
         self._last_batch_at = time.monotonic()
         self._last_recent = 0.0
         self._last_full = 0.0
         self._refusals = 0
-        self.scanner_peak_rss_kb = 0
-        self._compacting = False
+        self.last_batch_ms = 0.0
+        self._compacting: str | None = None
         self._idle_compacted = False
 
     # --- public, thread-safe ------------------------------------------------------------------
@@ -153,6 +134,21 @@ class IndexerService:
         """Sessions last updated before this are outside the retention window (None: keep all)."""
         return now_ms() - self.history_days * 86_400_000 if self.history_days else None
 
+    @property
+    def progress(self) -> Progress:
+        """All shards' progress added up."""
+        total = Progress()
+        for slot in self.slots:
+            total.add(slot.progress)
+        return total
+
+    @property
+    def scanner_peak_rss_kb(self) -> int:
+        return max(slot.peak_rss_kb for slot in self.slots)
+
+    def scanner_pids(self) -> list[int]:
+        return [slot.proc.pid for slot in self.slots if slot.proc is not None and slot.proc.returncode is None]
+
     def files_indexed(self) -> int:
         return sum(1 for f in self.writer.files.values() if f.present)
 
@@ -170,7 +166,8 @@ class IndexerService:
         last_ping = time.monotonic()
         try:
             self._sweep()
-            self._spawn_scanner()
+            for slot in self.slots:
+                self._spawn_scanner(slot)
             while not self._stop.is_set():
                 if sock.poll(_LOOP_TICK_MS, zmq.POLLIN):
                     for _ in range(64):
@@ -181,8 +178,9 @@ class IndexerService:
                         self._on_frames(frames)
                 self._drain_requests()
                 now = time.monotonic()
-                if now - last_ping >= HEARTBEAT_INTERVAL_S and self._scanner_id is not None:
-                    self._send(K_PING, {})
+                if now - last_ping >= HEARTBEAT_INTERVAL_S:
+                    for slot in self.slots:
+                        self._send(slot.ident, K_PING, {})
                     last_ping = now
                 self._supervise(now)
                 self._housekeeping(now)
@@ -194,14 +192,16 @@ class IndexerService:
             sock.close(linger=0)
             sock_path.unlink(missing_ok=True)
 
-    def _send(self, kind: bytes, header: dict[str, Any], ident: bytes | None = None) -> None:
-        target = ident or self._scanner_id
-        if target is None:
+    def _send(self, ident: bytes | None, kind: bytes, header: dict[str, Any]) -> None:
+        if ident is None:
             return
         try:
-            self.sock.send_multipart([target, *encode_ingest(kind, header)], zmq.NOBLOCK)
+            self.sock.send_multipart([ident, *encode_ingest(kind, header)], zmq.NOBLOCK)
         except zmq.ZMQError as exc:
             _log.warning("cannot reach scanner", error=str(exc))
+
+    def _reconcile_header(self, req_id: int, full: bool) -> dict[str, Any]:
+        return {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()}
 
     def _on_frames(self, frames: list[bytes]) -> None:
         ident, rest = frames[0], frames[1:]
@@ -212,76 +212,83 @@ class IndexerService:
             return
         if msg.kind == K_HELLO:
             self._on_hello(ident, msg)
-        elif ident != self._scanner_id:
+            return
+        slot = next((s for s in self.slots if s.ident == ident), None)
+        if slot is None:
             return  # a message from a scanner that has since been replaced
-        elif msg.kind == K_BATCH:
-            self._on_batch(msg)
+        if msg.kind == K_BATCH:
+            self._on_batch(slot, msg)
         elif msg.kind == K_GET_STATES:
             paths = [p for p in msg.header.get("paths", []) if isinstance(p, str)]
-            self._send(K_STATE, {"req": msg.header.get("req"), "last": True, "states": self.writer.states(paths)})
+            self._send(ident, K_STATE, {"req": msg.header.get("req"), "last": True,
+                                        "states": self.writer.states(paths)})
         elif msg.kind == K_PROGRESS:
-            self._on_progress(msg)
+            self._on_progress(slot, msg)
         elif msg.kind == K_PASS_DONE:
-            self._on_pass_done(msg)
+            self._on_pass_done(slot, msg)
 
     def _on_hello(self, ident: bytes, msg: IngestMessage) -> None:
-        if msg.header.get("protocol") != PROTOCOL_VERSION:
-            _log.error("scanner speaks another protocol version", theirs=msg.header.get("protocol"))
-            self._send(K_STOP, {"reason": "protocol version mismatch"}, ident)
+        h = msg.header
+        shard, shards = h.get("shard", 0), h.get("shards", 1)
+        if h.get("protocol") != PROTOCOL_VERSION or shards != len(self.slots) or not 0 <= shard < shards:
+            _log.error("scanner does not match this indexer", protocol=h.get("protocol"), shard=shard, shards=shards)
+            self._send(ident, K_STOP, {"reason": "protocol version or shard mismatch"})
             return
-        self._epoch += 1
-        self._scanner_id = ident
-        rows = self.writer.snapshot()
-        req = msg.header.get("req")
+        slot = self.slots[shard]
+        slot.epoch += 1
+        slot.ident = ident
+        rows = [r for r in self.writer.snapshot() if shard_of(int(r[2]), int(r[3]), shards) == shard]
         pages = [rows[i : i + _SNAPSHOT_PAGE] for i in range(0, len(rows), _SNAPSHOT_PAGE)] or [[]]
         for i, page in enumerate(pages):
-            self._send(K_STATE, {"req": req, "epoch": self._epoch, "files": page, "last": i == len(pages) - 1})
-        _log.info("scanner connected", epoch=self._epoch, files=len(rows), pid=msg.header.get("pid"))
-        # Whatever was asked of a previous scanner is asked again of this one.
-        self._sent.clear()
+            self._send(ident, K_STATE, {"req": h.get("req"), "epoch": slot.epoch, "files": page,
+                                        "last": i == len(pages) - 1})
+        _log.info("scanner connected", shard=shard, epoch=slot.epoch, files=len(rows), pid=h.get("pid"))
+        # Whatever was asked of a previous scanner of this shard is asked again of this one.
+        slot.sent.clear()
         if not self._pending and self.schedule and self.obs.full_passes == 0:
             self._enqueue_pass(True, None)
-        for req_id, (full, _) in sorted(self._pending.items()):
-            self._send(K_RECONCILE, {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()})
-            self._sent.add(req_id)
+        for req_id, request in sorted(self._pending.items()):
+            if shard in request.remaining:
+                self._send(ident, K_RECONCILE, self._reconcile_header(req_id, request.full))
+                slot.sent.add(req_id)
 
-    def _on_batch(self, msg: IngestMessage) -> None:
+    def _on_batch(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
         seq = h.get("seq")
-        if h.get("epoch") != self._epoch:
+        if h.get("epoch") != slot.epoch:
             return  # sent before the scanner re-synced; it will be re-sent
         t0 = time.perf_counter()
         try:
             applied = self.writer.apply(h, msg.payload)
         except (Refused, ProtocolError) as exc:
             self._refusals += 1
-            _log.warning("batch refused", seq=seq, reason=str(exc))
-            self._send(K_NACK, {"seq": seq, "reason": str(exc)})
+            _log.warning("batch refused", shard=slot.shard, seq=seq, reason=str(exc))
+            self._send(slot.ident, K_NACK, {"seq": seq, "reason": str(exc)})
             return
         except duckdb.Error as exc:
             self._refusals += 1
             self.obs.write_error = f"cannot write the index: {exc}"
             _log.error("batch failed", seq=seq, error=str(exc))
-            self._send(K_NACK, {"seq": seq, "reason": "the index could not be written"})
+            self._send(slot.ident, K_NACK, {"seq": seq, "reason": "the index could not be written"})
             return
         self._refusals = 0
+        self.last_batch_ms = (time.perf_counter() - t0) * 1000
         self.obs.write_error = None
         self._last_batch_at = time.monotonic()
         self._idle_compacted = False
-        self.progress.messages_committed += applied.messages
-        self._send(K_ACK, {"seq": seq, "generation": applied.generation, "messages": applied.messages})
-        _log.info("batch", seq=seq, files=len(h.get("files") or []), messages=applied.messages,
+        slot.progress.messages_committed += applied.messages
+        self._send(slot.ident, K_ACK, {"seq": seq, "generation": applied.generation, "messages": applied.messages})
+        _log.info("batch", shard=slot.shard, seq=seq, files=len(h.get("files") or []), messages=applied.messages,
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
         if self.writer.maybe_freeze():
             self._start_merge()
 
-    def _on_progress(self, msg: IngestMessage) -> None:
+    def _on_progress(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
-        p = self.progress
+        p = slot.progress
         if not p.running:
             p.running = True
-            p.started_at = time.monotonic()
             p.messages_committed = 0
         p.files_seen = int(h.get("files_seen", 0))
         p.files_changed = int(h.get("files_changed", 0))
@@ -290,31 +297,34 @@ class IndexerService:
         p.bytes_done = int(h.get("bytes_done", 0))
         p.messages_read = int(h.get("messages", 0))
 
-    def _on_pass_done(self, msg: IngestMessage) -> None:
+    def _on_pass_done(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
-        full = bool(h.get("full"))
-        now = now_ms()
-        self.obs.last_reconcile_at = now
-        self.obs.failed = list(h.get("failed") or [])
-        self.obs.problems = list(h.get("problems") or [])
-        if full:
+        slot.failed = list(h.get("failed") or [])
+        slot.problems = list(h.get("problems") or [])
+        slot.progress.running = False
+        slot.progress.files_done = slot.progress.files_changed
+        done: list[Request] = []
+        for req in h.get("reqs") or []:
+            slot.sent.discard(req)
+            request = self._pending.get(req)
+            if request is not None and request.absorb(slot.shard, h):
+                done.append(self._pending.pop(req))
+        if not done:
+            return
+        self.obs.last_reconcile_at = now_ms()
+        self.obs.failed = [f for s in self.slots for f in s.failed]
+        self.obs.problems = [p for s in self.slots for p in s.problems]
+        if any(r.full for r in done):
             self._sweep()
             self.obs.last_sweep_at = now_ms()
             self.obs.full_passes += 1
-        self.progress.running = False
-        self.progress.files_done = self.progress.files_changed
-        summary = {k: h.get(k) for k in ("full", "files_seen", "files_changed", "messages", "malformed",
-                                          "oversized")}
-        summary["failed"] = len(self.obs.failed)
-        summary["problems"] = len(self.obs.problems)
-        summary["generation"] = self.generation
-        for req in h.get("reqs") or []:
-            entry = self._pending.pop(req, None)
-            self._sent.discard(req)
-            if entry:
-                for fut in entry[1]:
-                    if not fut.done():
-                        fut.set_result(summary)
+        for request in done:
+            summary = {**request.summary, "full": request.full, "failed": len(self.obs.failed),
+                       "problems": len(self.obs.problems), "generation": self.generation}
+            for fut in request.futures:
+                if not fut.done():
+                    fut.set_result(summary)
+            _log.info("pass committed", **summary)
         try:
             self.writer.save_observations({
                 "lastReconcileAt": str(self.obs.last_reconcile_at or ""),
@@ -324,7 +334,6 @@ class IndexerService:
             })
         except duckdb.Error as exc:
             _log.warning("cannot persist observations", error=str(exc))
-        _log.info("pass committed", **summary)
 
     # --- requests from other threads ----------------------------------------------------------
     def _drain_requests(self) -> None:
@@ -343,77 +352,68 @@ class IndexerService:
                 self._start_merge(compact=self._compacting)
             elif kind == "compact":
                 self.writer.maybe_freeze(force=True)
-                self._compacting = True
-                self._start_merge(compact=True)
+                self._compacting = str(arg)
+                self._start_merge(compact=self._compacting)
             elif kind == "merge_failed":
                 plan, err = arg
                 _log.error("segment merge failed", target=plan.target, error=err)
                 self.writer.segments.abandon(self.writer.con, plan)
 
     def _enqueue_pass(self, full: bool, fut: Future[dict[str, Any]] | None) -> None:
-        # Coalesce with a request not yet handed to the scanner.
-        for req_id, (f, futs) in self._pending.items():
-            if req_id not in self._sent and (f or not full):
+        # Coalesce with a request not yet handed to any scanner.
+        for req_id, request in self._pending.items():
+            if not any(req_id in slot.sent for slot in self.slots) and (request.full or not full):
                 if fut:
-                    futs.append(fut)
+                    request.futures.append(fut)
                 return
         self._req_seq += 1
         req_id = self._req_seq
-        self._pending[req_id] = (full, [fut] if fut else [])
-        if self._scanner_id is not None:
-            self._send(K_RECONCILE, {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()})
-            self._sent.add(req_id)
+        self._pending[req_id] = Request(full, [fut] if fut else [], {slot.shard for slot in self.slots})
+        for slot in self.slots:
+            if slot.ident is not None:
+                self._send(slot.ident, K_RECONCILE, self._reconcile_header(req_id, full))
+                slot.sent.add(req_id)
         if full:
             self._last_full = time.monotonic()
         self._last_recent = time.monotonic()
 
     # --- scanner process ------------------------------------------------------------------------
-    def scanner_command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "scanner", "--connect", self.home.ingest_endpoint]
+    def scanner_command(self, shard: int = 0) -> list[str]:
+        cmd = [sys.executable, "-m", "scanner", "--connect", self.home.ingest_endpoint,
+               "--shard", f"{shard}/{len(self.slots)}"]
         for spec in self.extra_roots:
             cmd += ["--root", spec]
         if not self.default_roots:
             cmd.append("--no-default-roots")
         return cmd
 
-    def _spawn_scanner(self) -> None:
+    def _spawn_scanner(self, slot: Slot) -> None:
         env = dict(os.environ)
         env.setdefault("AIVAULT_LOG_LEVEL", log.current_level_name())
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._scanner = subprocess.Popen(self.scanner_command(), env=env, stdin=subprocess.DEVNULL)
-        _log.info("scanner started", pid=self._scanner.pid)
+        # Its own session: a Ctrl-C meant for the daemon must not kill the scanner mid-pass; the
+        # daemon stops it with STOP, and the scanner notices on its own if the daemon dies.
+        slot.proc = subprocess.Popen(self.scanner_command(slot.shard), env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        _log.info("scanner started", shard=slot.shard, pid=slot.proc.pid)
 
     def _supervise(self, now: float) -> None:
-        proc = self._scanner
-        if proc is None:
-            if now >= self._respawn_at and not self._stop.is_set():
-                self._spawn_scanner()
-            return
-        code = self._reap(proc, block=False)
-        if code is None:
-            return
-        _log.warning("scanner exited; restarting", code=code, delay_s=self._respawn_delay)
-        self._scanner = None
-        self._scanner_id = None
-        self._sent.clear()
-        self.progress.running = False
-        self._respawn_at = now + self._respawn_delay
-        self._respawn_delay = min(self._respawn_delay * 2, SCANNER_RESPAWN_MAX_S)
-
-    def _reap(self, proc: subprocess.Popen[bytes], *, block: bool) -> int | None:
-        """The scanner's exit code once it has exited (recording its peak RSS), else None."""
-        if proc.returncode is not None:
-            return proc.returncode
-        try:
-            pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-        except ChildProcessError:
-            return proc.poll() if proc.returncode is None else proc.returncode
-        if pid == 0:
-            return None
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        self.scanner_peak_rss_kb = max(self.scanner_peak_rss_kb, int(usage.ru_maxrss))
-        return proc.returncode
+        for slot in self.slots:
+            if slot.proc is None:
+                if now >= slot.respawn_at and not self._stop.is_set():
+                    self._spawn_scanner(slot)
+                continue
+            code = slot.reap(block=False)
+            if code is None:
+                continue
+            _log.warning("scanner exited; restarting", shard=slot.shard, code=code, delay_s=slot.respawn_delay)
+            slot.proc = None
+            slot.ident = None
+            slot.sent.clear()
+            slot.progress.running = False
+            slot.respawn_at = now + slot.respawn_delay
+            slot.respawn_delay = min(slot.respawn_delay * 2, SCANNER_RESPAWN_MAX_S)
 
     def _sweep(self) -> None:
         """Apply retention: remove sessions older than historyDays, in small transactions."""
@@ -427,9 +427,10 @@ class IndexerService:
                       ms=round((time.perf_counter() - t0) * 1000, 1))
 
     def _housekeeping(self, now: float) -> None:
-        if self._scanner_id is not None and self._scanner is not None:
-            self._respawn_delay = 1.0
-        if self.schedule and self._scanner_id is not None and not self._pending:
+        for slot in self.slots:
+            if slot.ident is not None:
+                slot.respawn_delay = 1.0
+        if self.schedule and all(slot.ident is not None for slot in self.slots) and not self._pending:
             if now - self._last_full >= FULL_PASS_INTERVAL_S:
                 self._enqueue_pass(True, None)
             elif now - self._last_recent >= RECENT_PASS_INTERVAL_S:
@@ -440,16 +441,16 @@ class IndexerService:
             self._idle_compacted = True
             if self.writer.segments.active.rows >= IDLE_FREEZE_MIN_ROWS:
                 self.writer.maybe_freeze(force=True)
-            self._compacting = True
-            self._start_merge(compact=True)
+            self._compacting = "all"
+            self._start_merge(compact="all")
 
     # --- merges ---------------------------------------------------------------------------------
-    def _start_merge(self, *, compact: bool = False) -> None:
+    def _start_merge(self, *, compact: str | None = None) -> None:
         if self._merge_thread is not None and self._merge_thread.is_alive():
             return
         plan = self.writer.plan_merge(compact=compact)
         if plan is None:
-            self._compacting = False
+            self._compacting = None
             return
         self._merge_thread = threading.Thread(target=self._merge, args=(plan,), name="merge", daemon=True)
         self._merge_thread.start()
@@ -464,9 +465,9 @@ class IndexerService:
         finally:
             cur.close()
 
-    def compact(self) -> None:
-        """Ask for the active segment to be frozen and merged (e.g. when a one-shot index ends)."""
-        self._requests.put(("compact", None))
+    def compact(self, mode: str = "frozen") -> None:
+        """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers)."""
+        self._requests.put(("compact", mode))
 
     def wait_idle(self, timeout_s: float = 600.0) -> None:
         """Block until every requested pass has committed (nothing pending)."""
@@ -485,8 +486,8 @@ class IndexerService:
 
     # --- shutdown -------------------------------------------------------------------------------
     def _fail_pending(self, reason: str) -> None:
-        for _, futs in self._pending.values():
-            for fut in futs:
+        for request in self._pending.values():
+            for fut in request.futures:
                 if not fut.done():
                     fut.set_exception(RuntimeError(reason))
         self._pending.clear()
@@ -494,17 +495,20 @@ class IndexerService:
     def _shutdown(self) -> None:
         # Nothing pending can complete any more: tell the waiters now, not after the scanner exits.
         self._fail_pending("the indexer stopped before the pass finished")
-        proc = self._scanner
-        if proc is not None and proc.poll() is None:
-            self._send(K_STOP, {"reason": "indexer stopping"})
-            deadline = time.monotonic() + SCANNER_STOP_GRACE_S
-            while self._reap(proc, block=False) is None:
+        for slot in self.slots:
+            self._send(slot.ident, K_STOP, {"reason": "indexer stopping"})
+        deadline = time.monotonic() + SCANNER_STOP_GRACE_S
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
+            while slot.reap(block=False) is None:
                 if time.monotonic() > deadline:
-                    proc.kill()
-                    self._reap(proc, block=True)
+                    slot.proc.kill()
+                    slot.reap(block=True)
                     break
                 time.sleep(0.02)
-        self._scanner = None
+            slot.proc = None
+            slot.ident = None
         t = self._merge_thread
         if t is not None and t.is_alive():
             self.con.interrupt()

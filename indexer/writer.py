@@ -358,7 +358,7 @@ class Writer:
             return True
         return False
 
-    def plan_merge(self, *, compact: bool = False) -> MergePlan | None:
+    def plan_merge(self, *, compact: str | None = None) -> MergePlan | None:
         avgdl = self.meta.sum_dl / self.meta.n_chunks if self.meta.n_chunks else 1.0
         plan, nxt = self.segments.plan(self.meta.next_segment, avgdl, compact=compact)
         self.meta = self.meta.advanced(next_segment=nxt)

@@ -204,5 +204,6 @@ class LocalService:
             "identity": m.identity,
             "writeError": ix.obs.write_error,
             "scannerPeakRssKb": ix.scanner_peak_rss_kb,
+            "lastBatchMs": round(ix.last_batch_ms, 2),
             "historyDays": self.policy.history_days,
         }

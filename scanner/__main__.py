@@ -27,6 +27,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     help="an extra transcript root (repeatable), e.g. claude=/mnt/old/.claude/projects")
     ap.add_argument("--no-default-roots", action="store_true",
                     help="scan only --root folders, not ~/.claude, ~/.codex and friends")
+    ap.add_argument("--shard", default="0/1", metavar="K/N",
+                    help="handle only files whose (device, inode) hash is K modulo N (default 0/1: all)")
     return ap.parse_args(argv)
 
 
@@ -47,8 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scanner: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        shard, shards = (int(x) for x in args.shard.split("/"))
+        if not 0 <= shard < shards:
+            raise ValueError
+    except ValueError:
+        print(f"scanner: --shard must look like K/N with 0 <= K < N, got {args.shard!r}", file=sys.stderr)
+        return 2
     link = Link(args.connect)
-    scanner = Scanner(link, roots)
+    scanner = Scanner(link, roots, shard=shard, shards=shards)
     pending: deque[IngestMessage] = deque()
     try:
         scanner.sync()

@@ -21,7 +21,7 @@ import msgpack
 
 from aivault import log
 from aivault.codec import packb
-from aivault.protocol import K_BATCH, K_GET_STATES, K_HELLO, K_PROGRESS, PROTOCOL_VERSION
+from aivault.protocol import K_BATCH, K_GET_STATES, K_HELLO, K_PROGRESS, PROTOCOL_VERSION, shard_of
 from aivault.text import Tokenizer
 from scanner.batch import BatchBuilder, session_dict
 from scanner.discover import Found, Root, RootProblem, walk, walk_changed
@@ -80,9 +80,11 @@ def make_parser(agent: str, path: str, state: dict[str, Any] | None) -> Parser:
 
 
 class Scanner:
-    def __init__(self, link: Link, roots: list[Root]) -> None:
+    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1) -> None:
         self.link = link
         self.roots = roots
+        self.shard = shard
+        self.shards = shards
         self.tok = Tokenizer()
         self.builder = BatchBuilder(self.tok)
         self.known: dict[str, FileRec] = {}
@@ -101,6 +103,8 @@ class Scanner:
         pages = self.link.request(K_HELLO, {
             "protocol": PROTOCOL_VERSION,
             "pid": os.getpid(),
+            "shard": self.shard,
+            "shards": self.shards,
             "roots": [[r.agent, r.path] for r in self.roots],
         })
         self.known.clear()
@@ -137,7 +141,14 @@ class Scanner:
         candidates = self._candidates(full, stats)
         work: list[tuple[Found, FileRec | None]] = []
         cutoff_ns = cutoff_ms * 1_000_000 if cutoff_ms else None
-        for found in candidates:
+        if self.shards > 1:
+            # Other scanners' files (one may have been ours before it was replaced) are theirs to
+            # count and read; ``candidates`` still holds them so that none is taken for gone.
+            mine = [f for f in candidates if shard_of(f.dev, f.ino, self.shards) == self.shard]
+            stats.files_seen = len(mine)
+        else:
+            mine = candidates
+        for found in mine:
             rec = self.known.get(found.path)
             if rec is None and cutoff_ns is not None and found.mtime_ns < cutoff_ns:
                 stats.too_old += 1  # last written before the retention window: nothing to keep
@@ -310,6 +321,8 @@ class Scanner:
         """Send Codex thread names (session_index.jsonl) that changed since we last sent them."""
         from scanner.codex import read_session_index
 
+        if self.shard != 0:
+            return  # one scanner is enough to read the index of thread names
         for index in sorted({r.session_index for r in self.roots if r.session_index}):
             try:
                 st = os.stat(index)

@@ -99,7 +99,7 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
         ix = d.service.indexer
         fut = ix.reconcile(full=True)
         assert wait_until(lambda: ix.generation >= 3, timeout=120), "no batch committed"
-        proc = ix._scanner
+        proc = ix.slots[0].proc
         assert proc is not None and not fut.done()
         os.kill(proc.pid, signal.SIGKILL)
         killed_at = ix.generation

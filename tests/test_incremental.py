@@ -164,3 +164,30 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
         assert st["filesIndexed"] == 1
     finally:
         d.close()
+
+
+def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(inproc_daemon: InprocDaemon,
+                                                                              roots: dict[str, Path]) -> None:
+    """A replaced file gets a new inode and maybe another scanner; its session stays single and current."""
+    from aivault.protocol import shard_of
+
+    sid = "33333333-0000-4000-8000-000000000003"
+    shards_seen = set()
+    for round_ in range(8):
+        c = ClaudeWriter(roots["claude"], session_id=sid)
+        tmp = c.path.with_suffix(".new")
+        w = ClaudeWriter(roots["claude"], session_id=sid)
+        w.path = tmp
+        for i in range(round_ + 1):
+            w.user(f"round{round_} line {i} tapir")
+        os.replace(tmp, c.path)
+        st = c.path.stat()
+        shards_seen.add(shard_of(st.st_dev, st.st_ino, len(inproc_daemon.service.indexer.slots)))
+        inproc_daemon.reconcile()
+        [hit] = inproc_daemon.search("tapir")["hits"]
+        assert hit["messageCount"] == round_ + 1
+        assert len(inproc_daemon.search(f"round{round_}")["hits"]) == 1
+        if round_:
+            assert inproc_daemon.search(f"round{round_ - 1}")["hits"] == []
+    if len(inproc_daemon.service.indexer.slots) > 1:
+        assert len(shards_seen) > 1, "the file never changed shard; the test proved less than it claims"

@@ -114,7 +114,7 @@ def test_wait_until_current_gives_up_after_five_seconds_without_cancelling(inpro
     _seed(roots, 2)
     inproc_daemon.reconcile()
     ix = inproc_daemon.service.indexer
-    scanner = ix._scanner
+    scanner = ix.slots[0].proc
     assert scanner is not None
     ClaudeWriter(roots["claude"], cwd="/home/dev/late").user("latecomer words")
     os.kill(scanner.pid, signal.SIGSTOP)  # the scanner is alive but makes no progress
@@ -137,7 +137,7 @@ def test_a_reconcile_error_before_the_deadline_propagates(inproc_daemon: InprocD
     _seed(roots, 1)
     inproc_daemon.reconcile()
     ix = inproc_daemon.service.indexer
-    scanner = ix._scanner
+    scanner = ix.slots[0].proc
     assert scanner is not None
     os.kill(scanner.pid, signal.SIGSTOP)
     outcome: dict[str, Any] = {}
