@@ -135,7 +135,11 @@ class LocalService:
                 "identity": meta.identity}
 
     # --- endpoints ------------------------------------------------------------------------------
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any, *, force_route: str | None = None) -> dict[str, Any]:
+        """aiVault.searchSessions. ``force_route`` ("lexical", "vector", "hybrid") is for benchmarks
+        and tests comparing routes; clients always get the planner's choice."""
+        if force_route not in (None, "lexical"):
+            raise ValueError(f"route {force_route!r} is not available")
         req = parse_request(params)
         if not self.policy.enabled:
             return {"kind": "unavailable", "reason": "disabled"}
