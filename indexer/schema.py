@@ -76,7 +76,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             kind UTINYINT NOT NULL,
             ts BIGINT,
             dl USMALLINT NOT NULL,
-            text VARCHAR NOT NULL
+            text VARCHAR NOT NULL,
+            hash BIGINT NOT NULL             -- of the text: vectors are shared by equal texts
         )""",
         """CREATE TABLE segments (
             name VARCHAR NOT NULL,
@@ -86,6 +87,14 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         # Point lookups of a page's evidence chunks and sessions; a scan would read every text.
         "CREATE INDEX chunks_by_id ON chunks (chunk)",
         "CREATE TABLE vocab_log (term VARCHAR NOT NULL)",
+        # Semantic vectors, keyed by the chunk text's hash so equal text is embedded once.
+        "CREATE TABLE vectors (hash BIGINT NOT NULL, vec BLOB NOT NULL)",
+        "CREATE INDEX vectors_by_hash ON vectors (hash)",
+        """CREATE TABLE vector_state (
+            fingerprint VARCHAR NOT NULL,    -- the model the vectors come from
+            watermark BIGINT NOT NULL,       -- every eligible chunk at or below it has a vector
+            epoch BIGINT NOT NULL            -- advances whenever the searchable vector set changes
+        )""",
         # The indexer's last observations, so a process without a running indexer can report them.
         "CREATE TABLE observations (key VARCHAR NOT NULL, value VARCHAR NOT NULL)",
     ),
@@ -114,7 +123,8 @@ SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, ma
 SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT path FROM b_paths)"
 
 # Batch application (indexer/ingest.py). ``b_*`` names are Arrow tables registered per batch.
-INSERT_CHUNKS: Final = "INSERT INTO chunks SELECT chunk, sess, ord, part, role, kind, ts, dl, text FROM b_chunks"
+INSERT_CHUNKS: Final = """INSERT INTO chunks SELECT chunk, sess, ord, part, role, kind, ts, dl, text,
+    (hash(text) & 9223372036854775807)::BIGINT FROM b_chunks"""
 INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl, conv FROM b_postings"
 DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
@@ -153,3 +163,19 @@ COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) F
 SELECT_EXPIRED: Final = """SELECT sess, file_id FROM sessions WHERE updated_at < ? ORDER BY updated_at, sess LIMIT ?"""
 EXPIRE_FILES: Final = "UPDATE files SET expired = true WHERE file_id IN (SELECT file_id FROM b_drop)"
 FORGET_EXPIRED_FILES: Final = "DELETE FROM files WHERE expired"
+
+# Semantic vectors (indexer/semantic.py). Eligible: user and assistant text and thinking;
+# tool calls and results are not embedded (see docs/protocol.md "Vectors").
+VECTOR_ELIGIBLE: Final = "role IN (0, 1) AND kind IN (0, 3)"
+SELECT_VECTOR_STATE: Final = "SELECT fingerprint, watermark, epoch FROM vector_state"
+INSERT_VECTOR_STATE: Final = "INSERT INTO vector_state VALUES (?, 0, 0)"
+UPDATE_VECTOR_STATE: Final = "UPDATE vector_state SET fingerprint = ?, watermark = ?, epoch = ?"
+SELECT_TO_EMBED: Final = f"""SELECT chunk, hash, text FROM chunks WHERE chunk > ? AND {VECTOR_ELIGIBLE}
+    ORDER BY chunk LIMIT ?"""
+SELECT_KNOWN_HASHES: Final = "SELECT DISTINCT hash FROM vectors WHERE hash IN (SELECT hash FROM b_hashes)"
+INSERT_VECTORS: Final = "INSERT INTO vectors SELECT hash, vec FROM b_vectors"
+COUNT_ELIGIBLE: Final = f"SELECT count(*), count(*) FILTER (WHERE chunk <= ?) FROM chunks WHERE {VECTOR_ELIGIBLE}"
+SELECT_ALL_VECTORS: Final = f"""SELECT c.chunk, v.vec FROM chunks c
+    JOIN (SELECT hash, any_value(vec) AS vec FROM vectors GROUP BY hash) v USING (hash)
+    WHERE c.chunk <= ? AND {VECTOR_ELIGIBLE.replace("role", "c.role").replace("kind", "c.kind")}"""
+SELECT_DROPPED_CHUNKS: Final = "SELECT chunk FROM chunks WHERE sess IN (SELECT sess FROM b_drop)"

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,9 @@ from aivault.protocol import (
 )
 from indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
 from indexer.segments import MergePlan, SegmentLock
+from indexer.semantic import Embedder
 from indexer.store import Meta, now_ms
+from indexer.vector_service import VectorService
 from indexer.writer import Refused, Writer
 
 _log = log.get("indexer")
@@ -57,6 +60,7 @@ IDLE_FREEZE_AFTER_S = 10.0
 IDLE_FREEZE_MIN_ROWS = 50_000
 SCANNER_RESPAWN_MAX_S = 30.0
 SCANNER_STOP_GRACE_S = 5.0
+WRITE_RETRY_MAX_S = 60.0
 _SNAPSHOT_PAGE = 5000
 _LOOP_TICK_MS = 50
 
@@ -74,7 +78,7 @@ class Observations:
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, history_days: int | None = None,
-                 scanners: int | None = None) -> None:
+                 scanners: int | None = None, make_embedder: Callable[[], Embedder] | None = None) -> None:
         self.home = home
         self.lock = SegmentLock()
         self.con = con
@@ -100,6 +104,8 @@ class IndexerService:
         self.last_batch_ms = 0.0
         self._compacting: str | None = None
         self._idle_compacted = False
+        self.vec = VectorService(home, con, self.writer, lambda kind, arg: self._requests.put((kind, arg)),
+                                 make_embedder) if make_embedder is not None else None
 
     # --- public, thread-safe ------------------------------------------------------------------
     @property
@@ -166,6 +172,8 @@ class IndexerService:
         last_ping = time.monotonic()
         try:
             self._sweep()
+            if self.vec is not None:
+                self.vec.start()
             for slot in self.slots:
                 self._spawn_scanner(slot)
             while not self._stop.is_set():
@@ -184,6 +192,9 @@ class IndexerService:
                     last_ping = now
                 self._supervise(now)
                 self._housekeeping(now)
+                if self.vec is not None:
+                    self.vec.on_dropped()
+                    self.vec.maybe_save()
         except Exception:
             _log.exception("indexer loop crashed")
             self.obs.write_error = "the indexer stopped after an internal error; see the daemon log"
@@ -266,10 +277,14 @@ class IndexerService:
             self._send(slot.ident, K_NACK, {"seq": seq, "reason": str(exc)})
             return
         except duckdb.Error as exc:
+            # Not the batch's fault (disk full, I/O error): make the scanner wait, longer each time,
+            # instead of re-sending at full speed.
             self._refusals += 1
+            delay = min(WRITE_RETRY_MAX_S, 0.5 * 2 ** min(self._refusals, 10))
             self.obs.write_error = f"cannot write the index: {exc}"
-            _log.error("batch failed", seq=seq, error=str(exc))
-            self._send(slot.ident, K_NACK, {"seq": seq, "reason": "the index could not be written"})
+            _log.error("batch failed", seq=seq, error=str(exc), retry_in_s=delay)
+            self._send(slot.ident, K_NACK, {"seq": seq, "reason": "the index could not be written",
+                                            "retry_after_s": delay})
             return
         self._refusals = 0
         self.last_batch_ms = (time.perf_counter() - t0) * 1000
@@ -345,6 +360,13 @@ class IndexerService:
             if kind == "reconcile":
                 full, fut = arg
                 self._enqueue_pass(full, fut)
+            elif kind.startswith("vec_") and self.vec is not None:
+                if kind == "vec_publish":
+                    self.vec.on_publish(*arg)
+                elif kind == "vec_align":
+                    self.vec.on_align(*arg)
+                elif kind == "vec_swap":
+                    self.vec.on_swap(*arg)
             elif kind == "merged":
                 plan, rows = arg
                 self.writer.finish_merge(plan, rows)
@@ -495,6 +517,16 @@ class IndexerService:
     def _shutdown(self) -> None:
         # Nothing pending can complete any more: tell the waiters now, not after the scanner exits.
         self._fail_pending("the indexer stopped before the pass finished")
+        if self.vec is not None:
+            # The worker may be waiting on this thread for a commit: serve its requests while it stops.
+            worker = self.vec.worker
+            worker.request_stop()
+            deadline = time.monotonic() + 30
+            while worker.alive and time.monotonic() < deadline:
+                self._drain_requests()
+                worker.join(0.05)
+            self.vec.on_dropped()
+            self.vec.save()
         for slot in self.slots:
             self._send(slot.ident, K_STOP, {"reason": "indexer stopping"})
         deadline = time.monotonic() + SCANNER_STOP_GRACE_S

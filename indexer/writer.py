@@ -47,6 +47,13 @@ class FileEntry:
     expired: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    fingerprint: str
+    watermark: int
+    epoch: int
+
+
 @dataclass(slots=True)
 class Applied:
     generation: int
@@ -72,6 +79,10 @@ class Writer:
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
                                          int(oversized), bool(expired))
         self.sess_sig: dict[int, bytes] = {}
+        row = con.execute(q.SELECT_VECTOR_STATE).fetchone()
+        self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
+        # Chunk ids deleted since the vector index last took them out (it must drop them too).
+        self.dropped_chunks: list[np.ndarray] = []
         self.segments, next_segment = SegmentSet.load(con, meta.next_segment)
         self.meta = meta.advanced(next_segment=next_segment)
 
@@ -222,7 +233,10 @@ class Writer:
             for name, table in b_lists.items():
                 con.register(name, table)
             dropped_chunks = dropped_dl = 0
+            vstate: VectorState | None = None
+            dropped_ids = np.zeros(0, np.int64)
             if drop_sess:
+                dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
                 totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
                 dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                 con.execute(q.DELETE_CHUNKS_OF)
@@ -259,6 +273,7 @@ class Writer:
                 sum_dl=meta.sum_dl + new_dl - dropped_dl,
             )
             self._write_meta(new_meta)
+            vstate = self._bump_vector_epoch() if len(dropped_ids) else None
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -266,6 +281,9 @@ class Writer:
         finally:
             for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles", *b_lists):
                 con.unregister(name)
+        if vstate is not None:
+            self.vstate = vstate
+            self.dropped_chunks.append(dropped_ids)
 
         # Committed: only now does the in-memory view move.
         self.meta = new_meta
@@ -305,11 +323,13 @@ class Writer:
             try:
                 con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
                                                   "file_id": pa.array(file_ids, pa.int32())}))
+                dropped = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
                 totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
                 n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                 con.execute(q.DELETE_CHUNKS_OF)
                 con.execute(q.DELETE_SESSIONS_OF)
                 con.execute(q.EXPIRE_FILES)
+                vstate = self._bump_vector_epoch() if len(dropped) else None
                 meta = self.meta.advanced(generation=self.meta.generation + 1, n_chunks=self.meta.n_chunks - n,
                                           sum_dl=self.meta.sum_dl - dl)
                 self._write_meta(meta)
@@ -320,6 +340,9 @@ class Writer:
             finally:
                 con.unregister("b_drop")
             self.meta = meta
+            if vstate is not None:
+                self.vstate = vstate
+                self.dropped_chunks.append(dropped)
             gone = set(file_ids)
             for entry in self.files.values():
                 if entry.file_id in gone:
@@ -336,6 +359,71 @@ class Writer:
         for path in [p for p, e in self.files.items() if e.expired]:
             del self.files[path]
         return int(row[0]) if row else 0
+
+    # --- vectors (indexer/semantic.py) -----------------------------------------------------------
+    def _bump_vector_epoch(self) -> VectorState | None:
+        """Inside the caller's transaction: the searchable vector set changed (chunks went away)."""
+        if self.vstate is None:
+            return None
+        v = VectorState(self.vstate.fingerprint, self.vstate.watermark, self.vstate.epoch + 1)
+        self.con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+        return v
+
+    def align_vectors(self, fingerprint: str) -> VectorState:
+        """Make the stored vectors belong to ``fingerprint``'s model, dropping them if they do not."""
+        if self.vstate is not None and self.vstate.fingerprint == fingerprint:
+            return self.vstate
+        con = self.con
+        con.execute("BEGIN")
+        try:
+            if self.vstate is None:
+                con.execute(q.INSERT_VECTOR_STATE, [fingerprint])
+                v = VectorState(fingerprint, 0, 0)
+            else:
+                _log.warning("embedding model changed: all vectors are rebuilt", old=self.vstate.fingerprint,
+                             new=fingerprint)
+                con.execute("DELETE FROM vectors")
+                v = VectorState(fingerprint, 0, self.vstate.epoch + 1)
+                con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+                meta = self.meta.advanced(generation=self.meta.generation + 1)
+                self._write_meta(meta)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        if self.vstate is not None:
+            self.meta = self.meta.advanced(generation=self.meta.generation + 1)
+        self.vstate = v
+        return v
+
+    def publish_vectors(self, hashes: list[int], blobs: list[bytes], watermark: int) -> VectorState:
+        """Commit new vectors and the watermark they complete; the generation advances (results change)."""
+        assert self.vstate is not None, "align_vectors first"
+        con = self.con
+        v = VectorState(self.vstate.fingerprint, watermark, self.vstate.epoch + 1)
+        meta = self.meta.advanced(generation=self.meta.generation + 1)
+        con.execute("BEGIN")
+        try:
+            con.register("b_vectors", pa.table({"hash": pa.array(hashes, pa.int64()),
+                                                "vec": pa.array(blobs, pa.binary())}))
+            if hashes:
+                con.execute(q.INSERT_VECTORS)
+            con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+            self._write_meta(meta)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("b_vectors")
+        self.meta = meta
+        self.vstate = v
+        return v
+
+    def take_dropped_chunks(self) -> np.ndarray:
+        out = np.concatenate(self.dropped_chunks) if self.dropped_chunks else np.zeros(0, np.int64)
+        self.dropped_chunks = []
+        return out
 
     def save_observations(self, values: dict[str, str]) -> None:
         """Persist the indexer's last observations (they change no search result)."""

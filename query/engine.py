@@ -22,10 +22,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from aivault.text import VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
 from indexer.segments import K1, B, SegmentLock
 from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
+from query.hybrid import (
+    CUT_REPORTED,
+    HYBRID_CANDIDATES,
+    VECTOR_CANDIDATES,
+    Fused,
+    VectorSource,
+    fuse,
+    prefers_semantic,
+    trace_entry,
+    updated_at,
+    vector_sessions,
+)
 from query.request import SearchRequest
 from query.snippets import make_snippet
 
@@ -60,9 +73,11 @@ class Engine:
     """Answers searches from one DuckDB database (a writer's connection or a read-only one)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
-                 committed_generation: Callable[[], int | None] | None = None) -> None:
+                 committed_generation: Callable[[], int | None] | None = None,
+                 vectors: VectorSource | None = None) -> None:
         self._con = con
         self._key = key
+        self.vectors = vectors
         self._lock = lock
         self._committed = committed_generation
         self._local = threading.local()
@@ -106,7 +121,15 @@ class Engine:
         return Snapshot(str(row[0]), int(row[1]), n, (int(row[3]) / n) if n else 1.0, segs)
 
     # --- search -------------------------------------------------------------------------------
-    def search(self, req: SearchRequest, *, freshness_truncated: bool = False) -> dict[str, Any]:
+    def semantic_ready(self) -> bool:
+        return self.vectors is not None and self.vectors.ready()
+
+    def search(self, req: SearchRequest, *, freshness_truncated: bool = False,
+               force_route: str | None = None) -> dict[str, Any]:
+        """One page of results. ``force_route`` ("lexical", "vector", "hybrid") overrides the
+        planner's choice between the lexical routes and the semantic ones (benchmarks, tests)."""
+        if force_route in ("vector", "hybrid") and not self.semantic_ready():
+            raise ValueError(f"route {force_route!r} is not available: vectors are not ready")
         pos: Position | None = None
         qk = query_key(req)
         if req.cursor is not None:
@@ -122,10 +145,18 @@ class Engine:
             if pos is not None and (pos.identity != snap.identity or pos.generation != snap.generation):
                 return {"kind": "stale-cursor", "generation": snap.generation, "expectedGeneration": pos.generation}
             offset = pos.offset if pos else 0
-            plan, rows = self._rank(cur, req, snap, offset, req.limit + 1)
+            family = force_route or ("hybrid" if self.semantic_ready() and prefers_semantic(req.text)
+                                     and query_terms(req.text) else "lexical")
+            fused: list[Fused] = []
+            if family == "lexical":
+                plan, rows = self._rank(cur, req, snap, offset, req.limit + 1)
+            else:
+                plan, fused = self._semantic(cur, req, snap, family)
+                rows = [(f.sess, f.score, f.chunk) for f in fused[offset : offset + req.limit + 1]]
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
             hits, cut = self._hits(cur, req, plan, rows)
+            trace = self._trace(cur, plan, rows, fused, offset) if req.debug else None
             duration = (time.perf_counter() - t0) * 1000
             if self.assembly_hook is not None:
                 self.assembly_hook()
@@ -150,8 +181,45 @@ class Engine:
                 dbg["repairedTerms"] = dict(plan.repaired)
                 report["repairedTerms"] = dict(plan.repaired)
             dbg["plannerReport"] = report
+            if trace is not None:
+                dbg.update(trace)
             result["debug"] = dbg
         return result
+
+    # --- semantic routes ---------------------------------------------------------------------------
+    def _semantic(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot,
+                  family: str) -> tuple[Plan, list[Fused]]:
+        """The whole fused candidate list (bounded), from which the page is cut."""
+        if family == "hybrid":
+            lex_plan, lexical = self._rank(cur, req, snap, 0, HYBRID_CANDIDATES)
+            plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
+                        tried=[*lex_plan.tried, "hybrid"])
+        else:
+            lexical = []
+            plan = Plan("vector", query_terms(req.text), tried=["vector"])
+        assert self.vectors is not None
+        found = self.vectors.search(req.text, VECTOR_CANDIDATES)
+        filt_sql, filt_args = _filters(req)
+        vector = vector_sessions(cur, found[0] if found else np.zeros(0, np.int64), filt_sql, filt_args,
+                                 req.scope == "conversation")
+        sessions = list(dict.fromkeys([s for s, _, _ in lexical] + [s for s, _ in vector]))
+        return plan, fuse(lexical, vector, updated_at(cur, sessions), req.filters.sort)
+
+    def _trace(self, cur: duckdb.DuckDBPyConnection, plan: Plan, rows: list[tuple[int, float, int | None]],
+               fused: list[Fused], offset: int) -> dict[str, Any]:
+        """Per-hit ranks in each route and the fused score; and why the next candidates were cut."""
+        by_sess = {f.sess: f for f in fused}
+        page = [r[0] for r in rows]
+        after = fused[offset + len(rows) : offset + len(rows) + CUT_REPORTED] if fused else []
+        ids = dict(cur.execute(f"SELECT sess, session_id FROM sessions WHERE sess IN "
+                               f"({', '.join(map(str, page + [f.sess for f in after])) or 'NULL'})").fetchall())
+        if not fused:  # a lexical route: the rank is the position in the lexical order
+            trace = [{"sessionId": ids.get(s), "lexicalRank": offset + i + 1, "vectorRank": None,
+                      "score": score} for i, (s, score, _) in enumerate(rows)]
+            return {"trace": trace}
+        trace = [trace_entry(str(ids.get(s)), by_sess[s]) for s in page]
+        cut = [{**trace_entry(str(ids.get(f.sess)), f), "reason": "ranked below this page"} for f in after]
+        return {"trace": trace, "cut": cut}
 
     # --- planning and ranking -------------------------------------------------------------------
     def _rank(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, offset: int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from collections import deque
 
 from aivault import log
@@ -75,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
                 stats = scanner.run_pass(reqs[-1].header.get("req"), full,
                                          cutoff_ms=int(cutoff) if isinstance(cutoff, int) else None)
             except Resync as exc:
-                logger.warning("indexer refused a batch; reloading state", reason=exc.reason)
+                logger.warning("indexer refused a batch; reloading state", reason=exc.reason,
+                               retry_in_s=exc.retry_after_s)
+                deadline = time.monotonic() + exc.retry_after_s
+                while time.monotonic() < deadline:  # still answer STOP and notice a dead parent
+                    link.pump(min(1.0, max(0.0, deadline - time.monotonic())))
                 scanner.synced = False
                 pending.extendleft(reversed(reqs))
                 continue

@@ -43,9 +43,10 @@ class StopRequested(Exception):
 class Resync(Exception):
     """The indexer refused a batch; the scanner must reload file state and start over."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, retry_after_s: float = 0.0) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 class Link:
@@ -112,7 +113,9 @@ class Link:
             self.acked_messages += int(msg.header.get("messages", 0))
         elif msg.kind == K_NACK:
             self.inflight.clear()
-            raise Resync(str(msg.header.get("reason", "batch refused")))
+            retry = msg.header.get("retry_after_s", 0.0)
+            raise Resync(str(msg.header.get("reason", "batch refused")),
+                         float(retry) if isinstance(retry, int | float) else 0.0)
         elif msg.kind == K_STOP:
             raise StopRequested()
         elif msg.kind == K_RECONCILE:

@@ -1,0 +1,216 @@
+"""Background embedding: chunk text -> vectors in DuckDB -> the FAISS index.
+
+Lexical indexing never waits for this: text is searchable by BM25 as soon as its batch
+commits. A worker thread walks eligible chunks (user and assistant text and thinking) in
+chunk-id order above a watermark, embeds only texts whose hash has no vector yet (equal text
+is never embedded twice: a re-read file reuses its vectors), and hands each bounded batch to
+the writer thread, which commits the vectors, the new watermark and the epoch in one
+transaction and then adds them to the FAISS index. A killed worker resumes at the committed
+watermark, so finished chunks are never embedded again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from aivault import log
+from indexer import schema as q
+
+_log = log.get("semantic")
+
+# Texts embedded per model call; measured best throughput on 2 cores (aivault/embed).
+EMBED_BATCH = 64
+# Chunks read per step, and how often embedded vectors are published (made searchable).
+READ_BATCH = 256
+PUBLISH_EVERY_S = 5.0
+PUBLISH_MAX_CHUNKS = 4096
+IDLE_SLEEP_S = 1.0
+RETRY_LOAD_S = 60.0
+
+
+class Embedder(Protocol):
+    name: str
+    dims: int
+    fingerprint: str
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def to_blob(vecs: np.ndarray) -> list[bytes]:
+    """Vectors as stored: float16 bytes (half the space; cosine error far below ranking noise)."""
+    return [v.astype("<f2").tobytes() for v in vecs]
+
+
+def from_blobs(blobs: list[bytes], dims: int) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, dims), np.float32)
+    out = np.frombuffer(b"".join(blobs), dtype="<f2").reshape(len(blobs), dims).astype(np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    normalized: np.ndarray = out / np.maximum(norms, 1e-12)
+    return normalized
+
+
+@dataclass(slots=True)
+class Publication:
+    """What one writer transaction commits: new vectors, chunks made searchable, the watermark."""
+
+    hashes: list[int]
+    blobs: list[bytes]
+    chunk_ids: np.ndarray
+    chunk_vecs: np.ndarray
+    watermark: int
+
+
+@dataclass(slots=True)
+class SemanticStats:
+    state: str = "idle"  # idle | loading | rebuilding | embedding | current | unavailable
+    error: str | None = None
+    embedded_total: int = 0  # texts embedded by this process
+    reused_total: int = 0  # chunks whose text already had a vector
+    rate_per_s: float = 0.0
+    rate_window: list[tuple[float, int]] = field(default_factory=list)
+
+    def note(self, n: int) -> None:
+        now = time.monotonic()
+        self.embedded_total += n
+        self.rate_window.append((now, n))
+        self.rate_window = [(t, k) for t, k in self.rate_window if now - t <= 60.0]
+        span = now - self.rate_window[0][0] if len(self.rate_window) > 1 else 0.0
+        self.rate_per_s = sum(k for _, k in self.rate_window[1:]) / span if span > 0 else 0.0
+
+
+class SemanticWorker:
+    """The embedding loop; talks to the writer only through ``publish`` (which returns a future)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
+                 publish: Callable[[Publication], Future[int]], after_publish: Callable[[int], None],
+                 prepare: Callable[[], int]) -> None:
+        self._con = con
+        self._make = make_embedder
+        self._publish = publish
+        self._after_publish = after_publish
+        self._prepare = prepare
+        self.stats = SemanticStats()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="embedder", daemon=True)
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout_s: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self.join(timeout_s)
+
+    def _run(self) -> None:
+        cur = self._con.cursor()
+        try:
+            embedder = self._load()
+            if embedder is None:
+                return
+            self._loop(cur, embedder)
+        except Exception as exc:  # never take the indexer down with it: lexical search goes on
+            _log.exception("semantic worker stopped")
+            self.stats.state = "unavailable"
+            self.stats.error = f"{exc.__class__.__name__}: {exc}"
+        finally:
+            cur.close()
+
+    def _load(self) -> Embedder | None:
+        while not self._stop.is_set():
+            self.stats.state = "loading"
+            try:
+                return self._make()
+            except Exception as exc:
+                self.stats.state = "unavailable"
+                self.stats.error = f"the embedding model could not be loaded: {exc}"
+                _log.warning("embedding model unavailable; lexical search only", error=str(exc))
+                if self._stop.wait(RETRY_LOAD_S):
+                    return None
+        return None
+
+    def _loop(self, cur: duckdb.DuckDBPyConnection, embedder: Embedder) -> None:
+        # The index must reflect DuckDB (sidecar or rebuild) before anything is added to it.
+        watermark = self._prepare()
+        pending_hashes: list[int] = []
+        pending_blobs: list[bytes] = []
+        pending_ids: list[int] = []
+        pending_vecs: list[np.ndarray] = []
+        fresh: dict[int, np.ndarray] = {}
+        last_publish = time.monotonic()
+        while not self._stop.is_set():
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                rows = cur.execute(q.SELECT_TO_EMBED, [watermark, READ_BATCH]).fetchall()
+                hashes = sorted({int(h) for _, h, _ in rows} - fresh.keys())
+                known: dict[int, np.ndarray] = {}
+                if hashes:
+                    cur.register("b_hashes", pa.table({"hash": pa.array(hashes, pa.int64())}))
+                    try:
+                        found = cur.execute("""SELECT hash, any_value(vec) FROM vectors
+                            WHERE hash IN (SELECT hash FROM b_hashes) GROUP BY hash""").fetchall()
+                    finally:
+                        cur.unregister("b_hashes")
+                    vecs = from_blobs([bytes(v) for _, v in found], embedder.dims)
+                    known = {int(h): vecs[i] for i, (h, _) in enumerate(found)}
+            finally:
+                cur.execute("ROLLBACK")
+            if rows:
+                self.stats.state = "embedding"
+                todo: dict[int, str] = {}
+                for _, h, text in rows:
+                    h = int(h)
+                    if h not in known and h not in fresh and h not in todo:
+                        todo[h] = text
+                items = list(todo.items())
+                for i in range(0, len(items), EMBED_BATCH):
+                    if self._stop.is_set():
+                        return
+                    part = items[i : i + EMBED_BATCH]
+                    vecs = embedder.embed([t for _, t in part])
+                    for (h, _), v in zip(part, vecs, strict=True):
+                        fresh[h] = v
+                    pending_hashes += [h for h, _ in part]
+                    pending_blobs += to_blob(vecs)
+                    self.stats.note(len(part))
+                self.stats.reused_total += sum(1 for _, h, _ in rows if int(h) in known)
+                for chunk, h, _ in rows:
+                    h = int(h)
+                    pending_ids.append(int(chunk))
+                    pending_vecs.append(fresh[h] if h in fresh else known[h])
+                watermark = int(rows[-1][0])
+            due = pending_ids and (not rows or len(pending_ids) >= PUBLISH_MAX_CHUNKS
+                                   or time.monotonic() - last_publish >= PUBLISH_EVERY_S)
+            if due:
+                pub = Publication(pending_hashes, pending_blobs, np.asarray(pending_ids, np.int64),
+                                  np.vstack(pending_vecs).astype(np.float32), watermark)
+                epoch = self._publish(pub).result()
+                _log.info("vectors published", chunks=len(pending_ids), embedded=len(pending_hashes),
+                          watermark=watermark, epoch=epoch, rate_per_s=round(self.stats.rate_per_s, 1))
+                pending_hashes, pending_blobs, pending_ids, pending_vecs = [], [], [], []
+                fresh.clear()
+                last_publish = time.monotonic()
+                self._after_publish(epoch)
+            if not rows:
+                self.stats.state = "current"
+                self._stop.wait(IDLE_SLEEP_S)

@@ -1,0 +1,206 @@
+"""Vectors for one indexer: the FAISS index, the embedding worker, and the query-side embedder.
+
+Threads: the embedding worker (indexer/semantic.py) computes vectors and asks the writer
+thread to commit them (``on_publish``); the writer thread also removes deleted chunks
+(``on_dropped``); query threads call ``search``. The index object is swapped whole when it
+is rebuilt (from DuckDB, never by re-embedding) and guards itself with a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from aivault import log
+from aivault.home import Home
+from indexer import schema as q
+from indexer.semantic import Embedder, Publication, SemanticWorker, from_blobs
+from indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
+from indexer.writer import Writer
+
+_log = log.get("vectors")
+
+SIDECAR_NAME = "vectors.faiss"
+SAVE_AFTER_IDLE_S = 30.0
+VECTOR_CANDIDATES = 200
+
+
+class VectorService:
+    def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, writer: Writer,
+                 submit: Callable[[str, Any], None], make_embedder: Callable[[], Embedder]) -> None:
+        self.home = home
+        self.con = con
+        self.writer = writer
+        self._submit = submit
+        self._make = make_embedder
+        self.index: VectorIndex | None = None
+        self.query_embedder: Embedder | None = None
+        self._embed_lock = threading.Lock()
+        self._rebuilding = False
+        self._removed_while_rebuilding: list[np.ndarray] = []
+        self._dirty = False
+        self._last_change = time.monotonic()
+        self.worker = SemanticWorker(con, self._load, self._publish, self._after_publish, self._prepare)
+        self._embedder: Embedder | None = None
+
+    @property
+    def sidecar(self) -> Path:
+        return self.home.path / SIDECAR_NAME
+
+    # --- life cycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.worker.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.save()
+
+    # --- worker-thread side ---------------------------------------------------------------------
+    def _load(self) -> Embedder:
+        embedder = self._make()
+        self.query_embedder = self._make()  # its own context: a query never waits for a batch
+        self._embedder = embedder
+        return embedder
+
+    def _prepare(self) -> int:
+        """Align the stored vectors with the model, then load or rebuild the index; the watermark."""
+        assert self._embedder is not None
+        fut: Future[Any] = Future()
+        self._submit("vec_align", (self._embedder.fingerprint, fut))
+        vstate = fut.result()
+        expect = SidecarHeader(SIDECAR_FORMAT, self.writer.meta.identity, vstate.epoch, vstate.fingerprint, 0)
+        loaded = VectorIndex.load(self.sidecar, expect)
+        if loaded is not None and loaded.dims == self._embedder.dims:
+            self.index = loaded
+            _log.info("vector index loaded", count=loaded.count, kind=loaded.kind)
+        else:
+            self._rebuild(vstate.watermark)
+        watermark: int = vstate.watermark
+        return watermark
+
+    def _rebuild(self, watermark: int) -> None:
+        """Build the index from the vectors stored in DuckDB (no re-embedding)."""
+        assert self._embedder is not None
+        self._rebuilding = True
+        self.worker.stats.state = "rebuilding"
+        t0 = time.perf_counter()
+        cur = self.con.cursor()
+        try:
+            rows = cur.execute(q.SELECT_ALL_VECTORS, [watermark]).fetchall()
+        finally:
+            cur.close()
+        ids = np.asarray([int(r[0]) for r in rows], np.int64)
+        vecs = from_blobs([bytes(r[1]) for r in rows], self._embedder.dims)
+        index = VectorIndex.build(self._embedder.dims, ids, vecs)
+        fut: Future[Any] = Future()
+        self._submit("vec_swap", (index, fut))
+        fut.result()
+        self._dirty = True
+        _log.info("vector index rebuilt from stored vectors", count=index.count, kind=index.kind,
+                  ms=round((time.perf_counter() - t0) * 1000))
+
+    def _publish(self, pub: Publication) -> Future[int]:
+        fut: Future[int] = Future()
+        self._submit("vec_publish", (pub, fut))
+        return fut
+
+    def _after_publish(self, epoch: int) -> None:
+        index = self.index
+        if index is not None and index.wants_training() and self.writer.vstate is not None:
+            self._rebuild(self.writer.vstate.watermark)
+
+    # --- writer-thread side ---------------------------------------------------------------------
+    def on_align(self, fingerprint: str, fut: Future[Any]) -> None:
+        try:
+            fut.set_result(self.writer.align_vectors(fingerprint))
+        except Exception as exc:
+            fut.set_exception(exc)
+
+    def on_swap(self, index: VectorIndex, fut: Future[Any]) -> None:
+        for ids in self._removed_while_rebuilding:
+            index.remove(ids)
+        self._removed_while_rebuilding = []
+        self._rebuilding = False
+        self.index = index
+        fut.set_result(None)
+
+    def on_publish(self, pub: Publication, fut: Future[int]) -> None:
+        try:
+            vstate = self.writer.publish_vectors(pub.hashes, pub.blobs, pub.watermark)
+        except Exception as exc:
+            fut.set_exception(exc)
+            return
+        if self.index is not None:
+            self.index.add(pub.chunk_ids, pub.chunk_vecs)
+        self._dirty = True
+        self._last_change = time.monotonic()
+        fut.set_result(vstate.epoch)
+
+    def on_dropped(self) -> None:
+        ids = self.writer.take_dropped_chunks()
+        if len(ids) == 0:
+            return
+        if self.index is not None:
+            self.index.remove(ids)
+        if self._rebuilding:
+            self._removed_while_rebuilding.append(ids)
+        self._dirty = True
+        self._last_change = time.monotonic()
+
+    def maybe_save(self) -> None:
+        if self._dirty and time.monotonic() - self._last_change >= SAVE_AFTER_IDLE_S:
+            self.save()
+
+    def save(self) -> None:
+        index, vstate = self.index, self.writer.vstate
+        if not self._dirty or index is None or vstate is None or self._rebuilding:
+            return
+        header = SidecarHeader(SIDECAR_FORMAT, self.writer.meta.identity, vstate.epoch, vstate.fingerprint,
+                               index.count)
+        t0 = time.perf_counter()
+        index.save(self.sidecar, header)
+        self._dirty = False
+        _log.info("vector index saved", count=index.count, epoch=vstate.epoch,
+                  ms=round((time.perf_counter() - t0) * 1000))
+
+    # --- query side -------------------------------------------------------------------------------
+    def ready(self) -> bool:
+        index = self.index
+        return index is not None and index.count > 0 and self.query_embedder is not None
+
+    def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None:
+        index, embedder = self.index, self.query_embedder
+        if index is None or embedder is None or index.count == 0:
+            return None
+        with self._embed_lock:  # one query context, used by one query at a time
+            vec = embedder.embed([text])[0]
+        return index.search(vec, k)
+
+    def stats(self) -> dict[str, Any]:
+        vstate = self.writer.vstate
+        st = self.worker.stats
+        eligible = embedded = 0
+        cur = self.con.cursor()
+        try:
+            row = cur.execute(q.COUNT_ELIGIBLE, [vstate.watermark if vstate else 0]).fetchone()
+            if row:
+                eligible, embedded = int(row[0]), int(row[1]) if vstate else 0
+        finally:
+            cur.close()
+        index = self.index
+        return {
+            "semanticState": st.state,
+            "semanticError": st.error,
+            "semanticEligible": eligible,
+            "semanticEmbedded": embedded,
+            "semanticRatePerS": round(st.rate_per_s, 1),
+            "semanticModel": vstate.fingerprint if vstate else None,
+            "vectorIndex": {"kind": index.kind, "count": index.count} if index else None,
+        }

@@ -1,0 +1,109 @@
+"""Semantic and hybrid retrieval: vector candidates, Reciprocal Rank Fusion, the route heuristic.
+
+Hybrid = the lexical planner's best ``HYBRID_CANDIDATES`` sessions and the sessions of the
+``VECTOR_CANDIDATES`` nearest chunks, each list ranked by its own evidence (a session keeps its
+best rank per route), fused by RRF: ``score = Σ 1 / (RRF_K + rank)``. Ties break by ``updatedAt``
+(newer first) and then by the internal session id, as everywhere else, so paging is stable.
+
+Which queries go hybrid is decided by their shape (query/hybrid.py ``prefers_semantic``), using
+what the retrieval-quality benchmark (bench/quality) measured: identifiers, paths, quoted
+phrases and error codes lean lexical (vectors blur exact tokens); natural-language descriptions
+lean hybrid. When vectors are not ready the planner never waits: it answers lexically.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import duckdb
+import numpy as np
+
+RRF_K = 60
+HYBRID_CANDIDATES = 200
+VECTOR_CANDIDATES = 200
+CUT_REPORTED = 10
+
+_CODEY = re.compile(r"[A-Za-z][a-z0-9]*[A-Z]|_|/|\\|::|\(\)|[0-9][A-Za-z]|[A-Za-z][0-9]|#\d|--\w|\.\w")
+_WORD = re.compile(r"[^\W\d_]+")
+_QUESTION = frozenset({"how", "why", "what", "where", "when", "which", "who", "whose", "can", "could", "does",
+                       "did", "is", "are", "was", "were", "should", "would"})
+
+
+class VectorSource(Protocol):
+    def ready(self) -> bool: ...
+
+    def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+
+def prefers_semantic(text: str) -> bool:
+    """A natural-language description (hybrid) rather than an identifier or exact phrase (lexical)."""
+    stripped = text.strip()
+    if not stripped or '"' in stripped or "`" in stripped:
+        return False
+    tokens = stripped.split()
+    if any(_CODEY.search(t.strip(".,;:?!")) for t in tokens):
+        return False
+    words = [t for t in tokens if _WORD.fullmatch(t.strip(".,;:?!'"))]
+    if len(tokens) >= 3 and len(words) >= 0.7 * len(tokens):
+        return True
+    return len(tokens) >= 2 and tokens[0].lower() in _QUESTION
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    sess: int
+    score: float
+    chunk: int | None
+    lexical_rank: int | None
+    vector_rank: int | None
+
+
+def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, filt_sql: str, filt_args: list[Any],
+                    conversation: bool) -> list[tuple[int, int]]:
+    """(session, best chunk) in nearest-first order, for chunks of live sessions passing the filters."""
+    if len(chunk_ids) == 0:
+        return []
+    order = {int(c): i for i, c in enumerate(chunk_ids.tolist())}
+    kind = " AND c.kind = 0" if conversation else ""
+    rows = cur.execute(
+        f"""SELECT c.chunk, c.sess FROM chunks c JOIN sessions s USING (sess)
+            WHERE c.chunk IN ({", ".join(map(str, order))}){kind} AND {filt_sql}""", filt_args).fetchall()
+    ranked = sorted(((order[int(c)], int(c), int(s)) for c, s in rows))
+    seen: dict[int, int] = {}
+    for _, chunk, sess in ranked:
+        seen.setdefault(sess, chunk)
+    return list(seen.items())
+
+
+def fuse(lexical: list[tuple[int, float, int | None]], vector: list[tuple[int, int]], updated: dict[int, int],
+         sort: str) -> list[Fused]:
+    """Reciprocal Rank Fusion of two session rankings (ranks start at 1)."""
+    lex_rank = {s: i + 1 for i, (s, _, _) in enumerate(lexical)}
+    vec_rank = {s: i + 1 for i, (s, _) in enumerate(vector)}
+    evidence: dict[int, int | None] = {s: c for s, _, c in lexical}
+    for s, c in vector:
+        evidence.setdefault(s, c)
+    out = []
+    for s in evidence:
+        lr, vr = lex_rank.get(s), vec_rank.get(s)
+        score = (1.0 / (RRF_K + lr) if lr else 0.0) + (1.0 / (RRF_K + vr) if vr else 0.0)
+        out.append(Fused(s, round(score, 9), evidence[s], lr, vr))
+    if sort == "newest":
+        out.sort(key=lambda f: (-updated.get(f.sess, -1), -f.score, f.sess))
+    else:
+        out.sort(key=lambda f: (-f.score, -updated.get(f.sess, -1), f.sess))
+    return out
+
+
+def updated_at(cur: duckdb.DuckDBPyConnection, sessions: list[int]) -> dict[int, int]:
+    if not sessions:
+        return {}
+    rows = cur.execute(f"SELECT sess, updated_at FROM sessions WHERE sess IN ({', '.join(map(str, sessions))})")
+    return {int(s): (int(u) if u is not None else -1) for s, u in rows.fetchall()}
+
+
+def trace_entry(session_id: str, f: Fused) -> dict[str, Any]:
+    return {"sessionId": session_id, "lexicalRank": f.lexical_rank, "vectorRank": f.vector_rank,
+            "fusedScore": f.score}
