@@ -25,6 +25,17 @@ HOME_FORMAT_VERSION = 1
 _KEY_BYTES = 32
 
 
+def models_dir() -> Path:
+    """Where converted models are cached: derived from installed packages, shared by all data
+    directories of the user (``AIVAULT_MODELS_DIR``, else ``$XDG_CACHE_HOME/aivault/models``)."""
+    env = os.environ.get("AIVAULT_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "aivault" / "models"
+
+
 def default_home() -> Path:
     env = os.environ.get("AIVAULT_HOME")
     if env:

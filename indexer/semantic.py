@@ -38,9 +38,14 @@ RETRY_LOAD_S = 60.0
 
 
 class Embedder(Protocol):
-    name: str
-    dims: int
-    fingerprint: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 

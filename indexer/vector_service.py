@@ -204,3 +204,52 @@ class VectorService:
             "semanticModel": vstate.fingerprint if vstate else None,
             "vectorIndex": {"kind": index.kind, "count": index.count} if index else None,
         }
+
+
+class ReadOnlyVectors:
+    """Vectors for a read-only process (the CLI without a daemon): the sidecar, if it is current.
+
+    The sidecar is trusted only when its identity, epoch and model match the database; if the
+    daemon committed vectors it has not saved yet, the semantic routes are simply not ready and
+    the planner answers lexically. The query embedder is loaded on first use.
+    """
+
+    def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
+                 fingerprint: str) -> None:
+        self.home = home
+        self.con = con
+        self._make = make_embedder
+        self.fingerprint = fingerprint
+        self._index: VectorIndex | None = None
+        self._embedder: Embedder | None = None
+        self._checked = False
+        self._lock = threading.Lock()
+
+    def _header(self) -> SidecarHeader | None:
+        cur = self.con.cursor()
+        try:
+            row = cur.execute(q.SELECT_VECTOR_STATE).fetchone()
+            ident = cur.execute("SELECT identity FROM meta").fetchone()
+        finally:
+            cur.close()
+        if row is None or ident is None or str(row[0]) != self.fingerprint:
+            return None
+        return SidecarHeader(SIDECAR_FORMAT, str(ident[0]), int(row[2]), self.fingerprint, 0)
+
+    def ready(self) -> bool:
+        with self._lock:
+            if not self._checked:
+                self._checked = True
+                expect = self._header()
+                self._index = VectorIndex.load(self.home.path / SIDECAR_NAME, expect) if expect else None
+            return self._index is not None and self._index.count > 0
+
+    def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self.ready():
+            return None
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = self._make()
+            vec = self._embedder.embed([text])[0]
+        assert self._index is not None
+        return self._index.search(vec, k)

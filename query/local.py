@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,9 @@ import duckdb
 
 from aivault import log
 from aivault import policy as policy_mod
-from aivault.home import Home
+from aivault.home import Home, models_dir
 from indexer.segments import SegmentLock
+from indexer.semantic import Embedder
 from indexer.service import IndexerService
 from indexer.store import Meta, open_writer, read_meta
 from query.engine import Engine
@@ -32,10 +34,34 @@ from query.service import degraded_roots, wait_for_reconcile
 _log = log.get("service")
 
 
+def embed_config(home: Home) -> dict[str, Any] | None:
+    """The ``embed`` section of config.json; ``{"enabled": false}`` turns semantic search off."""
+    cfg = home.config().get("embed")
+    return cfg if isinstance(cfg, dict) else None
+
+
+def embedder_factory(home: Home) -> Callable[[], Embedder] | None:
+    cfg = embed_config(home)
+    if cfg is not None and cfg.get("enabled") is False:
+        return None
+
+    def make() -> Embedder:
+        from aivault.embed import make_embedder
+
+        embedder: Embedder = make_embedder(cfg, models_dir())
+        return embedder
+
+    return make
+
+
 def index_files(home: Home) -> list[Path]:
-    """The database and every sidecar DuckDB or aivault writes next to it."""
+    """The database and every sidecar DuckDB or aivault writes next to it (WAL, spill, vectors)."""
+    from indexer.vector_service import SIDECAR_NAME
+
     base = home.db_path
-    return sorted(p for p in home.path.iterdir() if p.name == base.name or p.name.startswith(base.name + "."))
+    sidecars = {SIDECAR_NAME, Path(SIDECAR_NAME).with_suffix(".json").name}
+    return sorted(p for p in home.path.iterdir()
+                  if p.name == base.name or p.name.startswith(base.name + ".") or p.name in sidecars)
 
 
 class LocalService:
@@ -55,7 +81,8 @@ class LocalService:
     def _new_indexer(self, meta: Meta) -> IndexerService:
         return IndexerService(self.home, self.con, meta, extra_roots=self.extra_roots,
                               default_roots=self.default_roots, schedule=self.schedule,
-                              history_days=self.policy.history_days)
+                              history_days=self.policy.history_days,
+                              make_embedder=embedder_factory(self.home))
 
     def _new_engine(self) -> Engine:
         ix = self.indexer
@@ -64,7 +91,7 @@ class LocalService:
             # Only a running writer can move the index under a page being assembled.
             return ix.generation if ix.started and not ix.closed else None
 
-        return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed)
+        return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec)
 
     # --- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,8 +165,8 @@ class LocalService:
     def search(self, params: Any, *, force_route: str | None = None) -> dict[str, Any]:
         """aiVault.searchSessions. ``force_route`` ("lexical", "vector", "hybrid") is for benchmarks
         and tests comparing routes; clients always get the planner's choice."""
-        if force_route not in (None, "lexical"):
-            raise ValueError(f"route {force_route!r} is not available")
+        if force_route not in (None, "lexical", "vector", "hybrid"):
+            raise ValueError(f"unknown route {force_route!r}")
         req = parse_request(params)
         if not self.policy.enabled:
             return {"kind": "unavailable", "reason": "disabled"}
@@ -151,7 +178,7 @@ class LocalService:
             # Waiting is coordination, not search: it is outside durationMs.
             fresh_cut = not wait_for_reconcile(ix.reconcile(full=False))
         with self.lifecycle.shared():
-            return self.engine.search(req, freshness_truncated=fresh_cut)
+            return self.engine.search(req, freshness_truncated=fresh_cut, force_route=force_route)
 
     def status(self) -> dict[str, Any]:
         ix = self.indexer
@@ -210,4 +237,5 @@ class LocalService:
             "scannerPeakRssKb": ix.scanner_peak_rss_kb,
             "lastBatchMs": round(ix.last_batch_ms, 2),
             "historyDays": self.policy.history_days,
+            **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }

@@ -98,7 +98,22 @@ class DirectService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection) -> None:
         self.home = home
         self.con = con
-        self.engine = Engine(con, home.key())
+        self.engine = self._engine()
+
+    def _engine(self) -> Engine:
+        from query.local import embed_config, embedder_factory
+
+        make = embedder_factory(self.home)
+        vectors = None
+        if make is not None:
+            from aivault.embed import EmbedError, configured_fingerprint
+            from indexer.vector_service import ReadOnlyVectors
+
+            try:
+                vectors = ReadOnlyVectors(self.home, self.con, make, configured_fingerprint(embed_config(self.home)))
+            except EmbedError:
+                vectors = None  # e.g. an unknown model name: lexical only, the daemon reports why
+        return Engine(self.con, self.home.key(), vectors=vectors)
 
     def search(self, params: Any) -> dict[str, Any]:
         req = parse_request(params)
@@ -130,7 +145,7 @@ class DirectService:
                 daemon.close()
         finally:
             self.con = open_reader(self.home)
-            self.engine = Engine(self.con, self.home.key())
+            self.engine = self._engine()
         return result
 
     def status(self) -> dict[str, Any]:

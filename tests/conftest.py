@@ -7,6 +7,7 @@ still a separate process); ``DaemonProcess`` runs ``aivault serve`` as a subproc
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from aivault import policy
-from aivault.home import Home
+from aivault.home import Home, write_private
 from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,11 +51,23 @@ def run_cli(home: Path, *args: str, timeout: float = 120, env: dict[str, str] | 
     return proc
 
 
+def lexical_only(h: Home) -> None:
+    """Most tests exercise the lexical pipeline; semantic tests turn embeddings on themselves."""
+    write_private(h.config_path, json.dumps({"embed": {"enabled": False}}).encode())
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Home:
     h = Home.resolve(tmp_path / "home").ensure()
     policy.save(h, policy.Policy(True, None))
+    lexical_only(h)
     return h
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shared_models_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Convert the embedding model once per test session, not once per data directory."""
+    os.environ.setdefault("AIVAULT_MODELS_DIR", str(tmp_path_factory.mktemp("models")))
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from aivault.errors import InvalidParams
 from aivault.home import Home
 from aivault.protocol import METHOD_SEARCH
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon
+from tests.conftest import DaemonProcess, InprocDaemon, lexical_only
 
 N_PAGING = 120
 
@@ -75,6 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Home, dict
     ids = _write_corpus(roots)
     home = Home.resolve(base / "home").ensure()
     policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
     yield home, roots, ids
 
 

@@ -24,7 +24,7 @@ from aivault import policy
 from aivault.home import Home
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, cli_env, pid_alive, wait_until
+from tests.conftest import REPO, cli_env, lexical_only, pid_alive, wait_until
 
 MESSAGES = 60_000
 
@@ -66,6 +66,7 @@ def fingerprint(db: Path) -> tuple[Counter[tuple[Any, ...]], int, int]:
 def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Counter[tuple[Any, ...]], int, int]:
     home = Home.resolve(tmp_path_factory.mktemp("ref") / "home").ensure()
     policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
     proc = _index(home.path, corpus)
     assert proc.returncode == 0, proc.stderr
     fp = fingerprint(home.db_path)
