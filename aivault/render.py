@@ -101,6 +101,16 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
               f"{len(stats.get('segments') or [])}", file=out)
         if stats.get("writeError"):
             print(st(RED, f"  {stats['writeError']}"), file=out)
+        state = stats.get("semanticState")
+        if state == "off":
+            print("semantic search off (config.json: embed.enabled = false)", file=out)
+        elif state is not None:
+            eligible, embedded = stats.get("semanticEligible", 0), stats.get("semanticEmbedded", 0)
+            pct = f" ({100 * embedded / eligible:.0f}%)" if eligible else ""
+            print(f"semantic {state}: embedded {embedded:,} of {eligible:,} chunks{pct} · "
+                  f"{stats.get('semanticRatePerS', 0):.1f}/s · model {stats.get('semanticModel') or '-'}", file=out)
+            if stats.get("semanticError"):
+                print(st(RED, f"  {stats['semanticError']}"), file=out)
 
 
 class ProgressLine:
