@@ -1,0 +1,1 @@
+"""Retrieval-quality benchmark: a labelled multi-agent corpus, its queries, metrics and runner."""
