@@ -148,7 +148,7 @@ def evaluate(out: Path, *, filler_messages: int, seed: int, routes: Sequence[str
              embed_timeout_s: float = 1800.0, incidents: Sequence[Incident] | None = None) -> dict[str, Any]:
     """Build, index, query; return the report (also written to ``out/results.json``)."""
     from aivault import policy
-    from aivault.home import Home
+    from aivault.home import Home, write_private
     from broker.daemon import Daemon
 
     t0 = time.monotonic()
@@ -169,6 +169,9 @@ def evaluate(out: Path, *, filler_messages: int, seed: int, routes: Sequence[str
         shutil.rmtree(home_dir)  # a fresh index every run: numbers never mix two corpora
     home = Home.resolve(home_dir).ensure()
     policy.save(home, policy.Policy(True, None))
+    if not any(r in _VECTOR_ROUTES for r in routes):
+        # Nothing will be asked of the vectors, so do not spend the CPU embedding the corpus.
+        write_private(home.config_path, json.dumps({"embed": {"enabled": False}}).encode())
     d = Daemon(home, extra_roots=[f"claude={out}/claude/projects", f"codex={out}/codex/sessions"],
                default_roots=False, schedule=False)
     d.start()

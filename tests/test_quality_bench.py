@@ -1,0 +1,206 @@
+"""Tests for the retrieval-quality benchmark (bench/quality): metrics, query checks, corpus, end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.quality import run
+from bench.quality.checks import check_query, content_words, session_terms, shared_words
+from bench.quality.corpus import KINDS, build, label, load_queries
+from bench.quality.incident import Incident, Step, parse_script
+from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from bench.quality.topics import INCIDENTS
+from scanner.claude import ClaudeParser
+from scanner.codex import CodexParser
+
+# A handful of incidents from different areas keeps the corpus tests fast.
+SMALL = [i for i in INCIDENTS if i.key in {
+    "py-pytest-asyncio-loop-closed", "js-econnreset-keepalive", "rs-borrow-mut-immut", "db-duckdb-lock-conflict",
+    "docker-entrypoint-crlf", "git-detached-head-reflog", "go-concurrent-map-writes", "yaml-norway-problem",
+}]
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+def test_recall_counts_relevant_in_top_k() -> None:
+    """Recall@k is the share of relevant ids within the first k (2 of 3 in the top 5, 1 of 3 in the top 2)."""
+    ranked = ["a", "b", "c", "d", "e"]
+    assert recall_at_k(ranked, {"b", "e", "x"}, 5) == pytest.approx(2 / 3)
+    assert recall_at_k(ranked, {"b", "e", "x"}, 2) == pytest.approx(1 / 3)
+    assert recall_at_k([], {"a"}, 10) == 0.0
+
+
+def test_mrr_is_reciprocal_rank_of_first_hit_within_k() -> None:
+    """MRR@k is 1/rank of the first relevant id (rank 3 gives 1/3) and 0 when it lies beyond k."""
+    ranked = ["x", "y", "a", "b"]
+    assert mrr_at_k(ranked, {"a", "b"}, 10) == pytest.approx(1 / 3)
+    assert mrr_at_k(ranked, {"a"}, 2) == 0.0
+    assert mrr_at_k(["a"], {"a"}, 1) == 1.0
+
+
+def test_ndcg_matches_hand_computation() -> None:
+    """nDCG@4 of [x, a, y, b] with {a, b} relevant is (1/log2 3 + 1/log2 5) / (1 + 1/log2 3) = 0.6509."""
+    got = ndcg_at_k(["x", "a", "y", "b"], {"a", "b"}, 4)
+    dcg = 1 / math.log2(3) + 1 / math.log2(5)
+    ideal = 1 + 1 / math.log2(3)
+    assert got == pytest.approx(dcg / ideal)
+    assert got == pytest.approx(0.65093, abs=1e-5)
+    assert ndcg_at_k(["a", "b", "x"], {"a", "b"}, 10) == pytest.approx(1.0)
+    # One relevant id at rank 2: 1/log2(3) over an ideal of 1.
+    assert ndcg_at_k(["x", "a"], {"a"}, 10) == pytest.approx(0.63093, abs=1e-5)
+
+
+def test_repeated_ids_count_once() -> None:
+    """A session listed twice earns credit once, at its first position (so [a, a, b] has both in the top 2)."""
+    assert recall_at_k(["a", "a", "b"], {"a", "b"}, 2) == 1.0
+    assert ndcg_at_k(["a", "a", "b"], {"a", "b"}, 2) == pytest.approx(1.0)
+
+
+def test_metrics_reject_bad_arguments() -> None:
+    """k must be positive and a query must have at least one relevant id."""
+    with pytest.raises(ValueError):
+        recall_at_k(["a"], {"a"}, 0)
+    with pytest.raises(ValueError):
+        mrr_at_k(["a"], set(), 5)
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    """p50 of 1..4 is 2.5 and p95 is 3.85 (linear interpolation); no values give NaN."""
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
+    assert percentile([1.0, 2.0, 3.0, 4.0], 95) == pytest.approx(3.85)
+    assert math.isnan(percentile([], 50))
+
+
+# --- query checks --------------------------------------------------------------------------------
+
+def test_topic_set_is_large_enough() -> None:
+    """At least 170 incidents with unique keys, at least 50 queries per kind, distractors for about a third."""
+    assert len(INCIDENTS) >= 170
+    assert len({i.key for i in INCIDENTS}) == len(INCIDENTS)
+    distractors = sum(1 for i in INCIDENTS if i.distractor is not None)
+    assert 0.3 <= distractors / len(INCIDENTS) <= 0.4
+
+
+def test_every_query_passes_its_kind_check() -> None:
+    """Every paraphrase shares no content word (nor a five-letter stem) with its session; exact and mixed hold too."""
+    failures = [f"{q.id}: {q.reason}" for inc in INCIDENTS for q in label(inc, ["-"]) if not q.accepted]
+    assert failures == []
+
+
+def test_paraphrase_rule_catches_stems_and_identifier_parts() -> None:
+    """The no-shared-word rule sees identifier parts, tool-call wrappers and five-letter stems."""
+    steps = parse_script("""
+    U: fetchUserProfile froze with ECONNRESET
+    $ ls
+    > ok
+    """)
+    terms = session_terms(steps, "/home/x/app")
+    assert {"fetchuserprofile", "fetch", "user", "profile", "bash", "command", "shell"} <= terms
+    assert shared_words("profile page", terms) == ["profile"]
+    assert shared_words("the test was frozen", terms) == ["frozen~froze"]
+    assert shared_words("a person", {"per"}) == []  # a three-letter word is not a stem of "person"
+    assert shared_words("logging", {"log"}) == ["logging~log"]  # but its inflections clash
+    assert content_words("when the lock is held") == ["lock", "held"]
+    assert not check_query("paraphrase", "the user waited", terms).ok
+    assert check_query("paraphrase", "customer waited", terms).ok
+
+
+def test_mixed_needs_exactly_one_verbatim_term() -> None:
+    """A mixed query takes one term from the session verbatim; the rest must be paraphrased."""
+    terms = {"econnreset", "socket", "keepalive"}
+    assert check_query("mixed", "ECONNRESET after quiet periods", terms).ok
+    assert not check_query("mixed", "ECONNRESET on the socket", terms).ok  # two session terms
+    assert not check_query("mixed", "peers hang up after quiet periods", terms).ok  # none
+    assert not check_query("mixed", "ECONNRESET sockets", terms).ok  # "sockets" shares a stem
+
+
+def test_script_parser_builds_steps() -> None:
+    """Script markers become steps: text continues across lines, '>' lines are a tool's output."""
+    steps = parse_script("""
+    U: first line
+    second line
+    $ make
+    > built
+    >
+    ~ a.py
+    > -x
+    > +y
+    A: done
+    """)
+    assert steps == (Step("user", "first line\nsecond line"), Step("shell", "make", "built\n"),
+                     Step("edit", "a.py", "-x\n+y"), Step("assistant", "done"))
+    with pytest.raises(ValueError):
+        parse_script("> output without a tool\nU: hi")
+
+
+# --- corpus ----------------------------------------------------------------------------------------
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_corpus_is_deterministic_per_seed(tmp_path: Path) -> None:
+    """The same seed writes byte-identical trees (filler included); another seed writes different ids."""
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    qa = build(a, filler_messages=300, seed=7, incidents=SMALL)
+    qb = build(b, filler_messages=300, seed=7, incidents=SMALL)
+    qc = build(c, filler_messages=300, seed=8, incidents=SMALL)
+    assert qa == qb
+    assert _tree(a) == _tree(b)
+    assert {q.relevant for q in qa} != {q.relevant for q in qc}
+    assert load_queries(a) == qa
+    assert {q.kind for q in qa} == set(KINDS)
+    assert not (a / "filler").exists()
+
+
+def _expected_messages(steps: tuple[Step, ...]) -> int:
+    # FORMATS.md §0: one message per content block; a tool step is a call and its result.
+    return sum(2 if s.kind in ("shell", "read", "edit") else 1 for s in steps)
+
+
+def test_written_sessions_parse_with_aivault_parsers(tmp_path: Path) -> None:
+    """Every incident and distractor file parses cleanly with the right session id and message count."""
+    out = tmp_path / "corpus"
+    queries = build(out, filler_messages=0, seed=3, incidents=SMALL)
+    corpus = json.loads((out / "corpus.json").read_text())
+    by_key = {i.key: i for i in SMALL}
+    agents = set()
+    for s in corpus["sessions"]:
+        path = out / s["path"]
+        parser: ClaudeParser | CodexParser = (ClaudeParser(str(path)) if s["agent"] == "claude"
+                                              else CodexParser(str(path)))
+        messages = [m for line in path.read_bytes().splitlines() for m in parser.feed(line)]
+        inc = by_key[s["incident"]]
+        steps = inc.steps if s["role"] == "incident" else inc.distractor_steps
+        assert steps is not None
+        assert parser.stats.malformed == 0
+        assert parser.session.session_id == s["session_id"]
+        assert len(messages) == parser.session.message_count == _expected_messages(steps)
+        assert parser.session.cwd == inc.cwd
+        agents.add(s["agent"])
+    assert agents == {"claude", "codex"}
+    incident_ids = {s["session_id"] for s in corpus["sessions"] if s["role"] == "incident"}
+    assert {sid for q in queries for sid in q.relevant} == incident_ids
+
+
+def test_exact_queries_rank_first_lexically_end_to_end(tmp_path: Path) -> None:
+    """Indexed by a real daemon, most exact queries find their session at rank 1 through the lexical route."""
+    report = run.evaluate(tmp_path / "q", filler_messages=0, seed=1, routes=("lexical",), incidents=SMALL)
+    lexical = report["routes"]["lexical"]
+    assert lexical["available"]
+    exact = [r for r in report["perQuery"]["lexical"] if r["kind"] == "exact"]
+    assert len(exact) == len(SMALL)
+    assert sum(1 for r in exact if r["rank"] == 1) >= len(SMALL) - 1
+    assert lexical["metrics"]["exact"]["mrr@10"] >= 0.85
+    assert report["queries"]["paraphrase"] == {"total": len(SMALL), "accepted": len(SMALL)}
+    assert json.loads((tmp_path / "q" / "results.json").read_text())["routes"]["lexical"]["available"]
+
+
+def test_incident_requires_a_user_step() -> None:
+    """A script without a user turn is not a session and is refused when the incident is defined."""
+    with pytest.raises(ValueError):
+        Incident(key="k", cwd="/x", script="A: only the assistant", exact="a", paraphrase="b", mixed="c")
