@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -228,6 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from aivault import log
 
     log.configure("warning", process="bench")
+    # A run can take a while (embedding); on SIGTERM leave through the normal exit path so the
+    # daemon closes the index and stops its scanner children.
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     report = evaluate(args.out.absolute(), filler_messages=args.filler, seed=args.seed, routes=routes,
                       embed_timeout_s=args.embed_timeout)
     print_report(report)

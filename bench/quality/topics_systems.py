@@ -625,23 +625,26 @@ INCIDENTS: tuple[Incident, ...] = (
         key="rs-serde-derive-feature",
         cwd="/home/kai/code/metrics-agent",
         script="""
-        U: error[E0277]: the trait bound `Sample: Serialize` is not satisfied, but I have #[derive(Serialize)] on Sample!
-        $ grep -n "serde" Cargo.toml; cargo tree -e features -i serde | head -4
+        U: error[E0277]: the trait bound `Sample: Serialize` is not satisfied when calling serde_json::to_vec(&sample), but I have #[derive(Serialize)] on Sample!
+        $ grep -n "Serialize" src/sample.rs; grep -n "^serde\\|^rkyv" Cargo.toml
+        > 3:use rkyv::{Archive, Serialize};
+        > 9:#[derive(Archive, Serialize, Debug)]
         > 14:serde = "1"
-        > serde v1.0.210
-        > ├── serde feature "default"
-        > │   └── metrics-agent v0.2.0
-        A: The `derive` feature of serde is not enabled, so `use serde::Serialize` imports only the trait and `#[derive(Serialize)]` resolves to... actually it fails earlier for most people; here it compiled because another dependency (`serde_derive` via config-rs) was in scope with a different major version, generating an impl for the wrong trait.
+        > 15:rkyv = { version = "0.8", features = ["bytecheck"] }
+        A: The `Serialize` in scope is rkyv's, imported last week for the zero-copy spool format, so `#[derive(Serialize)]` implements `rkyv::Serialize`. serde_json needs `serde::Serialize`, which Sample does not implement. serde also lacks its `derive` feature, so the serde derive macro was never available.
         ~ Cargo.toml
         > -serde = "1"
         > +serde = { version = "1", features = ["derive"] }
+        ~ src/sample.rs
+        > -#[derive(Archive, Serialize, Debug)]
+        > +#[derive(Archive, rkyv::Serialize, serde::Serialize, Debug)]
         $ cargo build 2>&1 | tail -1
         >     Finished `dev` profile [unoptimized + debuginfo] target(s) in 7.02s
-        A: Removed the direct `serde_derive` import too, so there is only one way to derive.
+        A: Both derives are spelled with their crate path now, so the two same-named traits cannot be confused again.
         """,
         exact="the trait bound `Sample: Serialize` is not satisfied",
-        paraphrase="automatic JSON encoding had no effect since the crate's macro flag was off",
-        mixed="#[derive(Serialize)] had no effect since the crate's macro flag was off",
+        paraphrase="automatic encoding had no effect because a homonymous capability from a binary snapshot library shadowed it",
+        mixed="#[derive(Serialize)] had no effect; a homonymous capability from a binary snapshot library shadowed it",
     ),
     Incident(
         key="rs-msrv-rustc-too-old",
