@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import sys
 
-from bench.quality import topics_data, topics_infra, topics_js, topics_misc, topics_python, topics_systems
 from bench.quality.incident import Incident
+from bench.quality.topics_data import INCIDENTS as DATA
+from bench.quality.topics_infra import INCIDENTS as INFRA
+from bench.quality.topics_js import INCIDENTS as JS
+from bench.quality.topics_misc import INCIDENTS as MISC
+from bench.quality.topics_python import INCIDENTS as PYTHON
+from bench.quality.topics_systems import INCIDENTS as SYSTEMS
 
-INCIDENTS: tuple[Incident, ...] = (
-    *topics_python.INCIDENTS,
-    *topics_js.INCIDENTS,
-    *topics_systems.INCIDENTS,
-    *topics_data.INCIDENTS,
-    *topics_infra.INCIDENTS,
-    *topics_misc.INCIDENTS,
-)
+INCIDENTS: tuple[Incident, ...] = (*PYTHON, *JS, *SYSTEMS, *DATA, *INFRA, *MISC)
 
 
 def main() -> int:
