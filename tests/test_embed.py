@@ -173,6 +173,7 @@ def test_unknown_model_is_refused_before_anything_runs(tmp_path: Path) -> None:
         assert "evil-model" in str(info.value)
         assert "allowed models: all-minilm-l6-v2" in str(info.value)
     assert not models_dir.exists() and not (tmp_path / "x.gguf").exists()
+    assert isinstance(info.value, embed.EmbedError) and info.value.code == -32602  # invalid params
     with pytest.raises(embed.UnknownModel):
         embed.configured_fingerprint({"model": "evil-model"})
 

@@ -24,8 +24,14 @@ class EmbedError(AivaultError):
     code = p.ERR_INTERNAL
 
 
-class UnknownModel(InvalidParams):
-    """A model name that is not on the allow-list; raised before anything is loaded or run."""
+class UnknownModel(EmbedError, InvalidParams):
+    """A model name that is not on the allow-list; raised before anything is loaded or run.
+
+    An ``EmbedError`` (callers that fall back to lexical search catch that) and, on the wire,
+    invalid params: the request or config named something that cannot be chosen.
+    """
+
+    code = p.ERR_INVALID_PARAMS
 
 
 class ModelNotInstalled(EmbedError):
