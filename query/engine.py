@@ -190,8 +190,10 @@ class Engine:
     def _semantic(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot,
                   family: str) -> tuple[Plan, list[Fused]]:
         """The whole fused candidate list (bounded), from which the page is cut."""
+        lexical_route = "any"
         if family == "hybrid":
             lex_plan, lexical = self._rank(cur, req, snap, 0, HYBRID_CANDIDATES)
+            lexical_route = lex_plan.route
             plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
                         tried=[*lex_plan.tried, "hybrid"])
         else:
@@ -203,7 +205,7 @@ class Engine:
         vector = vector_sessions(cur, found[0] if found else np.zeros(0, np.int64), filt_sql, filt_args,
                                  req.scope == "conversation")
         sessions = list(dict.fromkeys([s for s, _, _ in lexical] + [s for s, _ in vector]))
-        return plan, fuse(lexical, vector, updated_at(cur, sessions), req.filters.sort)
+        return plan, fuse(lexical, lexical_route, vector, updated_at(cur, sessions), req.filters.sort)
 
     def _trace(self, cur: duckdb.DuckDBPyConnection, plan: Plan, rows: list[tuple[int, float, int | None]],
                fused: list[Fused], offset: int) -> dict[str, Any]:
