@@ -49,6 +49,8 @@ TERM_CAP = 50_000
 # Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
 # truncated.candidates.
 PHRASE_CANDIDATES = 100
+# Typo repair is tried for queries of at most this many terms.
+TYPO_MAX_TERMS = 3
 
 
 @dataclass(slots=True)
@@ -248,7 +250,9 @@ class Engine:
             if route == "any" and len(terms) == 1 and not repaired:
                 break  # the same as "all" for a single known term
             if route == "typo":
-                missing = [t for t in terms if df.get(hashes[t], 0) == 0]
+                # In a long description an unknown word is more likely absent than misspelled, and
+                # scanning the vocabulary costs: repair only short queries.
+                missing = [t for t in terms if df.get(hashes[t], 0) == 0] if len(terms) <= TYPO_MAX_TERMS else []
                 repaired = self._repair(cur, snap, missing) if missing else {}
                 if not repaired:
                     continue

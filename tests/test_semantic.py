@@ -124,9 +124,9 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
         d.close()
     from query.hybrid import prefers_semantic
 
-    for q in ("CrashLoopBackOff", "resolveTerminalPath in foo_bar.ts", '"event loop"', "src/app.py", "#123"):
+    for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar"):
         assert not prefers_semantic(q), q
-    for q in ("why does the pod keep restarting", PARAPHRASE):
+    for q in ("why does the pod keep restarting", PARAPHRASE, "resolveTerminalPath in foo_bar.ts", "flakiness"):
         assert prefers_semantic(q), q
 
 

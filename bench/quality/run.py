@@ -25,12 +25,13 @@ from bench.quality.corpus import KINDS, LabelledQuery, build
 from bench.quality.incident import Incident
 from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
-ROUTES: tuple[str, ...] = ("lexical", "vector", "hybrid")
+# "auto" is what users get: the planner picks lexical or hybrid per query.
+ROUTES: tuple[str, ...] = ("lexical", "vector", "hybrid", "auto")
 LIMIT = 10
 METRICS: tuple[str, ...] = ("recall@5", "recall@10", "mrr@10", "ndcg@10")
 DEFAULT_OUT = Path("bench/out/quality")
 # Routes that need vectors; the lexical route never waits for embeddings.
-_VECTOR_ROUTES = ("vector", "hybrid")
+_VECTOR_ROUTES = ("vector", "hybrid", "auto")
 
 
 def score(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
@@ -78,12 +79,16 @@ def wait_for_vectors(service: Any, timeout_s: float, poll_s: float = 2.0) -> dic
         time.sleep(poll_s)
 
 
+def _forced(route: str) -> str | None:
+    return None if route == "auto" else route
+
+
 def run_route(service: Any, route: str, queries: Sequence[LabelledQuery]) -> dict[str, Any]:
     """Every query through one forced route: per-query ranks and metrics, latency, availability."""
     try:
         # One untimed query first: the first search of a route pays one-off set-up costs
         # (statement preparation, caches) that would otherwise land in the p95.
-        service.search({"query": queries[0].query, "limit": LIMIT}, force_route=route)
+        service.search({"query": queries[0].query, "limit": LIMIT}, force_route=_forced(route))
     except ValueError as e:
         if "not available" in str(e):
             return {"available": False, "reason": str(e)}
@@ -93,7 +98,7 @@ def run_route(service: Any, route: str, queries: Sequence[LabelledQuery]) -> dic
     failures: dict[str, int] = {}
     for q in queries:
         t0 = time.perf_counter()
-        result = service.search({"query": q.query, "limit": LIMIT}, force_route=route)
+        result = service.search({"query": q.query, "limit": LIMIT}, force_route=_forced(route))
         ms = (time.perf_counter() - t0) * 1000.0
         latencies.append(ms)
         if result.get("kind") != "results":
@@ -146,7 +151,8 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def evaluate(out: Path, *, filler_messages: int, seed: int, routes: Sequence[str] = ROUTES,
-             embed_timeout_s: float = 1800.0, incidents: Sequence[Incident] | None = None) -> dict[str, Any]:
+             embed_timeout_s: float = 1800.0, incidents: Sequence[Incident] | None = None,
+             reuse_index: bool = False) -> dict[str, Any]:
     """Build, index, query; return the report (also written to ``out/results.json``)."""
     from aivault import policy
     from aivault.home import Home, write_private
@@ -166,7 +172,7 @@ def evaluate(out: Path, *, filler_messages: int, seed: int, routes: Sequence[str
     accepted = [q for q in queries if q.accepted]
 
     home_dir = out / "home"
-    if home_dir.exists():
+    if home_dir.exists() and not reuse_index:
         shutil.rmtree(home_dir)  # a fresh index every run: numbers never mix two corpora
     home = Home.resolve(home_dir).ensure()
     policy.save(home, policy.Policy(True, None))
@@ -218,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--filler", type=int, default=20_000, help="filler messages from bench.gen_corpus")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--routes", default=",".join(ROUTES), help="comma-separated subset of " + ",".join(ROUTES))
+    ap.add_argument("--reuse-index", action="store_true",
+                    help="keep out/home: texts already embedded there are not embedded again")
     ap.add_argument("--embed-timeout", type=float, default=1800.0,
                     help="seconds to wait for background embedding before the vector routes run")
     args = ap.parse_args(argv)
@@ -233,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # daemon closes the index and stops its scanner children.
     signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(143))
     report = evaluate(args.out.absolute(), filler_messages=args.filler, seed=args.seed, routes=routes,
-                      embed_timeout_s=args.embed_timeout)
+                      embed_timeout_s=args.embed_timeout, reuse_index=args.reuse_index)
     print_report(report)
     print(f"\nwrote {args.out / 'results.json'}", file=sys.stderr)
     return 0
