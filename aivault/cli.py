@@ -187,11 +187,11 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool) -> Any:
+def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True) -> Any:
     from broker.daemon import Daemon
 
     return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
-                  schedule=schedule)
+                  schedule=schedule, semantic=semantic)
 
 
 def cmd_serve(args: argparse.Namespace, home: Home) -> int:
@@ -223,7 +223,9 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
                                  lambda: _stats_over_rpc(home), bar)
     else:
-        daemon = _run_daemon(home, args, schedule=False)
+        # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
+        # embeds in the background.
+        daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors)
         daemon.start()
         try:
             fut = daemon.service.indexer.reconcile(full=True)
@@ -231,6 +233,8 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             # Leave the index compact: sorted segments answer queries fastest.
             daemon.service.indexer.compact()
             daemon.service.indexer.wait_merges()
+            if args.vectors:
+                _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
         finally:
             daemon.close()
     elapsed = time.monotonic() - t0
@@ -250,6 +254,17 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
           + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
           + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else ""))
     return EXIT_OK
+
+
+def _wait_vectors(service: Any) -> None:
+    """Until every eligible chunk has a vector (or the semantic layer reports it cannot)."""
+    while True:
+        st = service.stats()
+        if st.get("semanticState") in ("unavailable", "off"):
+            raise CliError(f"semantic search is unavailable: {st.get('semanticError') or 'turned off in config.json'}")
+        if st.get("semanticEmbedded") == st.get("semanticEligible") and st.get("vectorIndex"):
+            return
+        time.sleep(0.5)
 
 
 def _stats_over_rpc(home: Home) -> dict[str, Any]:
@@ -369,6 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index until current, then exit")
     roots(p)
     p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
+    p.add_argument("--vectors", action="store_true",
+                   help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
     p.set_defaults(fn=cmd_index)
     p = sub.add_parser("search", help="search sessions")
     p.add_argument("query")

@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from aivault import policy
-from aivault.home import Home
+from aivault.home import Home, write_private
 from aivault.text import query_terms, term_hash
 from bench.gen_corpus import generate
 
@@ -147,7 +147,7 @@ def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> d
 
 
 # --- one size ----------------------------------------------------------------------------------
-def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> dict[str, Any]:
+def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybrid: bool = False) -> dict[str, Any]:
     print(f"== {label}: {n:,} messages", flush=True)
     corpus, manifest = corpus_for(base, n, seed)
     home = base / f"home-{label}"
@@ -155,6 +155,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> d
         shutil.rmtree(home)
     h = Home.resolve(home).ensure()
     policy.save(h, policy.Policy(True, None))
+    # Lexical figures first, with no embedding running beside them.
+    write_private(h.config_path, b'{"embed": {"enabled": false}}')
     res: dict[str, Any] = {"messages": manifest["messages"], "corpus_mb": manifest["bytes"] / 1e6,
                            "sessions": manifest["sessions"]}
 
@@ -221,6 +223,20 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool) -> d
         from bench.agentsview import run_agentsview
 
         res["agentsview"] = run_agentsview(corpus, base / f"agentsview-{label}", queries)
+    if hybrid:
+        from bench.hybrid import measure
+
+        hy = measure(h, root_args(corpus), env_for(home), queries, time_queries)
+        res["hybrid"] = hy
+        inj = hy["injected"]
+        print(f"  vectors: {inj['vectors']:,} for {inj['eligible_chunks']:,} eligible chunks "
+              f"({inj['sample_texts']} real texts reused; {inj['left_for_worker']:,} left to the worker); "
+              f"index {hy['vector_index']} ready in {hy['vector_index_ready_s']:.0f} s", flush=True)
+        for qname, v in hy["daemon"].items():
+            print(f"  hybrid {qname:14} p50 {v['p50']:7.1f} ms  p95 {v['p95']:7.1f} ms", flush=True)
+        print(f"  vector part p50 {hy['vector_part']['p50']:.1f} ms p95 {hy['vector_part']['p95']:.1f} ms; "
+              f"worker embedded {hy['worker_embedded_during']:,} chunks meanwhile "
+              f"({hy['worker_rate_per_s']}/s)", flush=True)
     return res
 
 
@@ -270,6 +286,28 @@ def _latency(mode: str, q: str) -> Callable[[dict[str, Any]], str]:
     return guarded
 
 
+def _hybrid_latency(q: str) -> Callable[[dict[str, Any]], str]:
+    def cell(r: dict[str, Any]) -> str:
+        if "hybrid" not in r:
+            return "-"
+        v = r["hybrid"]["daemon"][q]
+        return f"{v['p50']:.1f} / {v['p95']:.1f}"
+
+    return cell
+
+
+def _field_pair(*path: str) -> Callable[[dict[str, Any]], str]:
+    def cell(r: dict[str, Any]) -> str:
+        v: Any = r
+        for key in path:
+            if key not in v:
+                return "-"
+            v = v[key]
+        return f"{v['p50']:.1f} / {v['p95']:.1f}"
+
+    return cell
+
+
 def _field(fmt: str, *path: str) -> Callable[[dict[str, Any]], str]:
     def cell(r: dict[str, Any]) -> str:
         v: Any = r
@@ -303,6 +341,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     ]
     for mode in ("daemon", "direct"):
         rows += [(f"{mode} {q} p50/p95 ms", _latency(mode, q)) for q in QUERY_KINDS]
+    if any("hybrid" in r for r in results.values()):
+        rows += [(f"hybrid {q} p50/p95 ms", _hybrid_latency(q)) for q in QUERY_KINDS]
+        rows.append(("vector part p50/p95 ms", _field_pair("hybrid", "vector_part")))
+        rows.append(("background embedding /s", _field("{}", "hybrid", "worker_rate_per_s")))
     if any("agentsview" in r for r in results.values()):
         rows.append(("agentsview sync s", _field("{:.1f}", "agentsview", "sync_s")))
         rows.append(("agentsview db MB", _field("{:.0f}", "agentsview", "db_mb")))
@@ -324,12 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench" / "out"))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--agentsview", action="store_true", help="also run AgentsView on the same corpus")
+    ap.add_argument("--hybrid", action="store_true",
+                    help="also measure hybrid latency with vectors (see bench/hybrid.py)")
     args = ap.parse_args(argv)
     base = Path(args.out)
     base.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Any]] = {}
     for label in args.sizes.split(","):
-        results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview)
+        results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview, args.hybrid)
     (base / "results.json").write_text(json.dumps(results, indent=2))
     print()
     print(table(results))

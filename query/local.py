@@ -66,8 +66,9 @@ def index_files(home: Home) -> list[Path]:
 
 class LocalService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
-                 default_roots: bool = True, schedule: bool = True) -> None:
+                 default_roots: bool = True, schedule: bool = True, semantic: bool = True) -> None:
         self.home = home
+        self.semantic = semantic
         self.con = con
         self.extra_roots = extra_roots
         self.default_roots = default_roots
@@ -82,7 +83,7 @@ class LocalService:
         return IndexerService(self.home, self.con, meta, extra_roots=self.extra_roots,
                               default_roots=self.default_roots, schedule=self.schedule,
                               history_days=self.policy.history_days,
-                              make_embedder=embedder_factory(self.home))
+                              make_embedder=embedder_factory(self.home) if self.semantic else None)
 
     def _new_engine(self) -> Engine:
         ix = self.indexer
