@@ -10,6 +10,9 @@ Layout (format version 1, docs/protocol.md "Data directory"):
       daemon.sock               the broker's RPC socket (ipc://)
       ingest.sock               the scanner -> indexer socket (ipc://)
       daemon.pid                pid of a running `aivault serve`
+      vectors.faiss/.json       the FAISS index of chunk vectors and the header vouching for it
+
+Converted embedding models are a per-user cache, not index data: see ``models_dir``.
 """
 
 from __future__ import annotations
