@@ -197,15 +197,17 @@ def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semanti
 def cmd_serve(args: argparse.Namespace, home: Home) -> int:
     log.configure("info", process="daemon")
     daemon = _run_daemon(home, args, schedule=True)
-    stop = threading.Event()
+    # The handler only flips a flag: it runs on the main thread between bytecodes, and touching
+    # a threading primitive the main thread may be holding (Event.wait's lock) would deadlock.
+    stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     daemon.start()
     if not policy_mod.load(home).enabled:
         print(f"aivault: serving {home.path}, but indexing is disabled: `aivault enable` turns it on", file=sys.stderr)
     try:
-        while not stop.wait(0.5):
-            pass
+        while not stopping:
+            time.sleep(0.2)
     finally:
         daemon.close()
     return EXIT_OK
@@ -230,8 +232,9 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         try:
             fut = daemon.service.indexer.reconcile(full=True)
             summary = _with_progress(fut.result, daemon.service.stats, bar)
-            # Leave the index compact: sorted segments answer queries fastest.
-            daemon.service.indexer.compact()
+            # Leave the index fully compact: the searches that follow a one-shot index run without a
+            # daemon to merge in the background, and few sorted segments answer fastest.
+            daemon.service.indexer.compact("all")
             daemon.service.indexer.wait_merges()
             if args.vectors:
                 _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)

@@ -85,6 +85,9 @@ def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[
             time.sleep(0.5)
         res["vector_index_ready_s"] = time.monotonic() - t0
         res["vector_index"] = st["vectorIndex"]
+        from bench.run import quiet
+
+        quiet(rpc)
         stats_before = rpc.call("aiVault.indexStats", {})
         t1 = time.monotonic()
         res["daemon"] = time_queries(lambda qq: rpc.call("aiVault.searchSessions", {"query": qq, "limit": 20}),

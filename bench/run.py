@@ -203,6 +203,7 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
                 raise SystemExit("the daemon did not start")
             time.sleep(0.1)
         rpc.call("aiVault.reconcile", {"full": True})
+        quiet(rpc)
         res["daemon"] = time_queries(lambda q: rpc.call("aiVault.searchSessions", {"query": q, "limit": 20}),
                                      queries)
         res["batch"] = batch_cost(rpc, corpus)
@@ -238,6 +239,14 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
               f"worker embedded {hy['worker_embedded_during']:,} chunks meanwhile "
               f"({hy['worker_rate_per_s']}/s)", flush=True)
     return res
+
+
+def quiet(rpc: Any, timeout_s: float = 600) -> None:
+    """Wait until the daemon merges nothing, so latency is not measured against a compaction."""
+    deadline = time.monotonic() + timeout_s
+    time.sleep(11)  # the daemon compacts after 10 s without batches
+    while rpc.call("aiVault.indexStats", {}).get("merging") and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def batch_cost(rpc: Any, corpus: Path, messages: int = 1000, reps: int = 3) -> dict[str, float]:

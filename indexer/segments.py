@@ -24,7 +24,7 @@ import duckdb
 
 from aivault import log
 from indexer import schema as q
-from indexer.store import now_ms
+from indexer.store import now_ms, transaction
 
 _log = log.get("indexer.segments")
 
@@ -125,11 +125,10 @@ class SegmentSet:
         if not any(s.state == "active" for s in segs):
             name = f"seg_{next_segment}"
             next_segment += 1
-            con.execute("BEGIN")
-            con.execute(q.CREATE_SEGMENT.format(name=name))
-            con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
-            con.execute("UPDATE meta SET next_segment = ?", [next_segment])
-            con.execute("COMMIT")
+            with transaction(con):
+                con.execute(q.CREATE_SEGMENT.format(name=name))
+                con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
+                con.execute("UPDATE meta SET next_segment = ?", [next_segment])
             out.segments.append(Segment(name, "active", 0))
         return out, next_segment
 
@@ -137,16 +136,11 @@ class SegmentSet:
         """Start a new active segment; the old one becomes frozen. Returns the next free number."""
         old = self.active
         name = f"seg_{next_segment}"
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             con.execute(q.CREATE_SEGMENT.format(name=name))
             con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
             con.execute(q.SET_SEGMENT_STATE, ["frozen", old.name])
             con.execute("UPDATE meta SET next_segment = ?", [next_segment + 1])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         old.state = "frozen"
         self.segments.append(Segment(name, "active", 0))
         return next_segment + 1
@@ -211,16 +205,11 @@ class SegmentSet:
 
     def register(self, con: duckdb.DuckDBPyConnection, plan: MergePlan, rows: int, next_segment: int) -> None:
         """Swap the merged segment in for its inputs (a short transaction on the writer)."""
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             for s in plan.inputs:
                 con.execute(q.DELETE_SEGMENT_ROW, [s.name])
             con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", now_ms()])
             con.execute("UPDATE meta SET next_segment = greatest(next_segment, ?)", [next_segment])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         names = {s.name for s in plan.inputs}
         sorted_before = [s for s in self.segments if s.state == "sorted" and s.name not in names]
         others = [s for s in self.segments if s.state != "sorted" and s.name not in names]

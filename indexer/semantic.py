@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from aivault import log
+from aivault.embed import Embedder
 from indexer import schema as q
 
 _log = log.get("semantic")
@@ -35,19 +35,6 @@ PUBLISH_EVERY_S = 5.0
 PUBLISH_MAX_CHUNKS = 4096
 IDLE_SLEEP_S = 1.0
 RETRY_LOAD_S = 60.0
-
-
-class Embedder(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dims(self) -> int: ...
-
-    @property
-    def fingerprint(self) -> str: ...
-
-    def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
 def to_blob(vecs: np.ndarray) -> list[bytes]:

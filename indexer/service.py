@@ -27,6 +27,7 @@ import zmq
 
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
+from aivault.embed import Embedder
 from aivault.errors import ProtocolError
 from aivault.home import Home
 from aivault.protocol import (
@@ -47,7 +48,6 @@ from aivault.protocol import (
 )
 from indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
 from indexer.segments import MergePlan, SegmentLock
-from indexer.semantic import Embedder
 from indexer.store import Meta, now_ms
 from indexer.vector_service import VectorService
 from indexer.writer import Refused, Writer

@@ -12,6 +12,8 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -90,6 +92,18 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
             if p.exists():
                 os.chmod(p, 0o600)
     return con
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN ... COMMIT, or ROLLBACK if anything in the block raises (then re-raise)."""
+    con.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> Meta:

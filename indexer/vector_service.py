@@ -19,9 +19,10 @@ import duckdb
 import numpy as np
 
 from aivault import log
+from aivault.embed import Embedder
 from aivault.home import Home
 from indexer import schema as q
-from indexer.semantic import Embedder, Publication, SemanticWorker, from_blobs
+from indexer.semantic import Publication, SemanticWorker, from_blobs
 from indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
 from indexer.writer import Writer
 

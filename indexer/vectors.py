@@ -94,18 +94,19 @@ class VectorIndex:
         return self.kind == "flat" or n >= self.trained_at * RETRAIN_GROWTH
 
     @staticmethod
-    def build(dims: int, ids: np.ndarray, vecs: np.ndarray) -> VectorIndex:
+    def build(dims: int, ids: np.ndarray, vecs: np.ndarray, *, ivf_min: int | None = None) -> VectorIndex:
         """A new index over these vectors: flat when small, IVF-Flat trained on them when large."""
         out = VectorIndex(dims)
         n = len(ids)
-        if n >= IVF_MIN:
+        if n >= (IVF_MIN if ivf_min is None else ivf_min):
             nlist = int(4 * math.sqrt(n))
             quantizer = faiss.IndexFlatIP(dims)
             ivf = faiss.IndexIVFFlat(quantizer, dims, nlist, faiss.METRIC_INNER_PRODUCT)
             sample = vecs[np.random.default_rng(0).choice(n, size=min(n, 40 * nlist), replace=False)]
             ivf.train(np.ascontiguousarray(sample, dtype=np.float32))
             ivf.nprobe = NPROBE
-            ivf.make_direct_map()  # remove_ids by id
+            # A hash-table direct map: ids are arbitrary chunk ids, added and removed over time.
+            ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # type: ignore[attr-defined]  # SWIG class, not in the stubs
             out._index = ivf
             out.kind = "ivf"
             out.trained_at = n

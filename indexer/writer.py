@@ -24,7 +24,7 @@ from aivault.errors import ProtocolError
 from indexer import schema as q
 from indexer import segments as seg_mod
 from indexer.segments import MergePlan, SegmentLock, SegmentSet
-from indexer.store import Meta, now_ms
+from indexer.store import Meta, now_ms, transaction
 
 _log = log.get("indexer.writer")
 
@@ -228,56 +228,53 @@ class Writer:
 
         con = self.con
         segment = self.segments.active.name
-        con.execute("BEGIN")
         try:
-            for name, table in b_lists.items():
-                con.register(name, table)
-            dropped_chunks = dropped_dl = 0
-            vstate: VectorState | None = None
-            dropped_ids = np.zeros(0, np.int64)
-            if drop_sess:
-                dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
-                totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
-                dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
-                con.execute(q.DELETE_CHUNKS_OF)
-                con.execute(q.DELETE_SESSIONS_OF)
-            con.register("b_chunks", b_chunks)
-            con.register("b_postings", b_postings)
-            con.register("b_files", b_files)
-            con.register("b_sessions", b_sessions)
-            con.register("b_titles", b_titles)
-            if n_chunks:
-                con.execute(q.INSERT_CHUNKS)
-            if n_post:
-                con.execute(q.INSERT_POSTINGS.format(segment=segment))
-            if file_rows:
-                con.execute(q.DELETE_FILES)
-                con.execute(q.INSERT_FILES)
-            if sess_rows:
-                con.execute(q.DELETE_SESSIONS_IN_BATCH)
-                con.execute(q.INSERT_SESSIONS)
-            if gone:
-                con.execute(q.MARK_GONE_SESSIONS)
-                con.execute(q.MARK_GONE_FILES)
-            if titles:
-                con.execute(q.DELETE_TITLES)
-                con.execute(q.INSERT_TITLES)
-            if vocab:
-                con.execute(q.INSERT_VOCAB)
-            new_meta = meta.advanced(
-                generation=meta.generation + (1 if changed else 0),
-                next_file=next_file,
-                next_sess=next_sess,
-                next_chunk=base + n_chunks,
-                n_chunks=meta.n_chunks + n_chunks - dropped_chunks,
-                sum_dl=meta.sum_dl + new_dl - dropped_dl,
-            )
-            self._write_meta(new_meta)
-            vstate = self._bump_vector_epoch() if len(dropped_ids) else None
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            with transaction(con):
+                for name, table in b_lists.items():
+                    con.register(name, table)
+                dropped_chunks = dropped_dl = 0
+                vstate: VectorState | None = None
+                dropped_ids = np.zeros(0, np.int64)
+                if drop_sess:
+                    dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()],
+                                             np.int64)
+                    totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                    dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
+                    con.execute(q.DELETE_CHUNKS_OF)
+                    con.execute(q.DELETE_SESSIONS_OF)
+                con.register("b_chunks", b_chunks)
+                con.register("b_postings", b_postings)
+                con.register("b_files", b_files)
+                con.register("b_sessions", b_sessions)
+                con.register("b_titles", b_titles)
+                if n_chunks:
+                    con.execute(q.INSERT_CHUNKS)
+                if n_post:
+                    con.execute(q.INSERT_POSTINGS.format(segment=segment))
+                if file_rows:
+                    con.execute(q.DELETE_FILES)
+                    con.execute(q.INSERT_FILES)
+                if sess_rows:
+                    con.execute(q.DELETE_SESSIONS_IN_BATCH)
+                    con.execute(q.INSERT_SESSIONS)
+                if gone:
+                    con.execute(q.MARK_GONE_SESSIONS)
+                    con.execute(q.MARK_GONE_FILES)
+                if titles:
+                    con.execute(q.DELETE_TITLES)
+                    con.execute(q.INSERT_TITLES)
+                if vocab:
+                    con.execute(q.INSERT_VOCAB)
+                new_meta = meta.advanced(
+                    generation=meta.generation + (1 if changed else 0),
+                    next_file=next_file,
+                    next_sess=next_sess,
+                    next_chunk=base + n_chunks,
+                    n_chunks=meta.n_chunks + n_chunks - dropped_chunks,
+                    sum_dl=meta.sum_dl + new_dl - dropped_dl,
+                )
+                self._write_meta(new_meta)
+                vstate = self._bump_vector_epoch() if len(dropped_ids) else None
         finally:
             for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles", *b_lists):
                 con.unregister(name)
@@ -319,24 +316,20 @@ class Writer:
             sess = [int(r[0]) for r in rows]
             file_ids = [int(r[1]) for r in rows]
             con = self.con
-            con.execute("BEGIN")
             try:
-                con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
-                                                  "file_id": pa.array(file_ids, pa.int32())}))
-                dropped = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
-                totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
-                n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
-                con.execute(q.DELETE_CHUNKS_OF)
-                con.execute(q.DELETE_SESSIONS_OF)
-                con.execute(q.EXPIRE_FILES)
-                vstate = self._bump_vector_epoch() if len(dropped) else None
-                meta = self.meta.advanced(generation=self.meta.generation + 1, n_chunks=self.meta.n_chunks - n,
-                                          sum_dl=self.meta.sum_dl - dl)
-                self._write_meta(meta)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+                with transaction(con):
+                    con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
+                                                      "file_id": pa.array(file_ids, pa.int32())}))
+                    dropped = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
+                    totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                    n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
+                    con.execute(q.DELETE_CHUNKS_OF)
+                    con.execute(q.DELETE_SESSIONS_OF)
+                    con.execute(q.EXPIRE_FILES)
+                    vstate = self._bump_vector_epoch() if len(dropped) else None
+                    meta = self.meta.advanced(generation=self.meta.generation + 1, n_chunks=self.meta.n_chunks - n,
+                                              sum_dl=self.meta.sum_dl - dl)
+                    self._write_meta(meta)
             finally:
                 con.unregister("b_drop")
             self.meta = meta
@@ -374,8 +367,7 @@ class Writer:
         if self.vstate is not None and self.vstate.fingerprint == fingerprint:
             return self.vstate
         con = self.con
-        con.execute("BEGIN")
-        try:
+        with transaction(con):
             if self.vstate is None:
                 con.execute(q.INSERT_VECTOR_STATE, [fingerprint])
                 v = VectorState(fingerprint, 0, 0)
@@ -387,10 +379,6 @@ class Writer:
                 con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
                 meta = self.meta.advanced(generation=self.meta.generation + 1)
                 self._write_meta(meta)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         if self.vstate is not None:
             self.meta = self.meta.advanced(generation=self.meta.generation + 1)
         self.vstate = v
@@ -402,18 +390,14 @@ class Writer:
         con = self.con
         v = VectorState(self.vstate.fingerprint, watermark, self.vstate.epoch + 1)
         meta = self.meta.advanced(generation=self.meta.generation + 1)
-        con.execute("BEGIN")
         try:
-            con.register("b_vectors", pa.table({"hash": pa.array(hashes, pa.int64()),
-                                                "vec": pa.array(blobs, pa.binary())}))
-            if hashes:
-                con.execute(q.INSERT_VECTORS)
-            con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
-            self._write_meta(meta)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            with transaction(con):
+                con.register("b_vectors", pa.table({"hash": pa.array(hashes, pa.int64()),
+                                                    "vec": pa.array(blobs, pa.binary())}))
+                if hashes:
+                    con.execute(q.INSERT_VECTORS)
+                con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+                self._write_meta(meta)
         finally:
             con.unregister("b_vectors")
         self.meta = meta
@@ -427,15 +411,10 @@ class Writer:
 
     def save_observations(self, values: dict[str, str]) -> None:
         """Persist the indexer's last observations (they change no search result)."""
-        self.con.execute("BEGIN")
-        try:
+        with transaction(self.con):
             self.con.execute(q.DELETE_OBSERVATIONS)
             for k, v in values.items():
                 self.con.execute(q.INSERT_OBSERVATION, [k, v])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     # --- segment upkeep (called between batches) ----------------------------------------------
     def maybe_freeze(self, force: bool = False) -> bool:

@@ -22,9 +22,9 @@ import duckdb
 
 from aivault import log
 from aivault import policy as policy_mod
+from aivault.embed import Embedder
 from aivault.home import Home, models_dir
 from indexer.segments import SegmentLock
-from indexer.semantic import Embedder
 from indexer.service import IndexerService
 from indexer.store import Meta, open_writer, read_meta
 from query.engine import Engine
@@ -232,6 +232,7 @@ class LocalService:
             "chunks": m.n_chunks,
             "sessions": m.next_sess - 1,
             "segments": [[s.name, s.state, s.rows] for s in ix.writer.segments.segments],
+            "merging": ix.writer.segments.merging,
             "generation": m.generation,
             "identity": m.identity,
             "writeError": ix.obs.write_error,

@@ -168,6 +168,10 @@ class DaemonProcess:
             self.proc.send_signal(sig)
         try:
             code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # never leave a daemon behind; the test still fails
+            self.proc.wait(10)
+            raise
         finally:
             self.log.close()
         return code
