@@ -1,0 +1,34 @@
+"""What crosses which transport (SPEC §4, §6): ``redact_status`` and ``redact_for_transport``.
+
+The transport is the *authenticated* kind of the client (never a locality flag the request
+carries). Desktop IPC and same-machine runtime RPC see full diagnostics; relay and paired
+clients see each degraded root's reason replaced by a fixed sentence (the array keeps its
+length, so the count stays true), because a raw reason holds host paths. Hits keep their
+metadata and snippets on every authenticated transport — there is no redactor for transcript
+content — except that a missing Codex home is omitted from the resume command's environment.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+Transport = Literal["desktop-ipc", "same-machine-rpc", "relay", "paired"]
+FULL_DIAGNOSTICS: frozenset[str] = frozenset({"desktop-ipc", "same-machine-rpc"})
+UNVERIFIED_ROOT = "Source root could not be verified."
+
+
+def redact_status(status: dict[str, Any], transport: Transport) -> dict[str, Any]:
+    if transport in FULL_DIAGNOSTICS:
+        return status
+    return {**status, "degradedRoots": [{"root": r.get("root"), "reason": UNVERIFIED_ROOT}
+                                        for r in status.get("degradedRoots") or []]}
+
+
+def redact_for_transport(hit: dict[str, Any], transport: Transport) -> dict[str, Any]:
+    """The hit as a client on ``transport`` may see it (applied by senders and receivers alike)."""
+    out = dict(hit)
+    cmd = out.get("resumeCommand")
+    if transport not in FULL_DIAGNOSTICS and isinstance(cmd, str) and "CODEX_HOME=" in cmd:
+        # A Codex home that only exists on the remote machine means nothing to the client.
+        out["resumeCommand"] = " ".join(part for part in cmd.split(" ") if not part.startswith("CODEX_HOME="))
+    return out
