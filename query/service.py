@@ -136,7 +136,7 @@ class DirectService:
         self.engine.close()
         self.con.close()
         try:
-            daemon = Daemon(self.home, schedule=False)
+            daemon = Daemon(self.home, schedule=False, semantic=False)  # a one-request writer: no embedding
             try:
                 daemon.service.start()
                 result = daemon.service.search(params)
