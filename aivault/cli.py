@@ -220,6 +220,8 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     conn = Connection(home)
     bar = ProgressLine()
     t0 = time.monotonic()
+    lexical_s = 0.0
+    vectors_note = ""
     if conn.rpc is not None:
         rpc = conn.rpc
         summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
@@ -236,11 +238,15 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             # daemon to merge in the background, and few sorted segments answer fastest.
             daemon.service.indexer.compact("all")
             daemon.service.indexer.wait_merges()
+            lexical_s = time.monotonic() - t0
             if args.vectors:
                 _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
+                st = daemon.service.stats()
+                vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
+                                f"{time.monotonic() - t0 - lexical_s:.1f} s")
         finally:
             daemon.close()
-    elapsed = time.monotonic() - t0
+    elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
     msgs = int(summary.get("messages") or 0)
     if args.json:
         import resource
@@ -255,7 +261,8 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
           f"generation {summary.get('generation')}"
           + (f"; {summary['malformed']:,} malformed lines skipped" if summary.get("malformed") else "")
           + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
-          + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else ""))
+          + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else "")
+          + vectors_note)
     return EXIT_OK
 
 
