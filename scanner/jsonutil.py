@@ -21,7 +21,7 @@ _ONE_MS = timedelta(milliseconds=1)
 _EPOCH_MS_MIN = 1e12
 _EPOCH_S_MIN = 1e9
 
-# Node's JSON.stringify writes an unpaired UTF-16 surrogate as a \udXXX escape (e.g. a tool output
+# Node's JSON.stringify writes an unpaired UTF-16 surrogate as a backslash-u D800..DFFF escape (a tool output
 # cut in the middle of an emoji); orjson rejects those, and Python's json would let them through
 # into strings that cannot be encoded as UTF-8 later. Only used on lines orjson already refused.
 _SURROGATE_ESCAPE = re.compile(

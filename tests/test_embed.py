@@ -39,7 +39,7 @@ MODEL = "all-minilm-l6-v2"
 
 
 class _NetworkUsed(AssertionError):
-    pass
+    """Raised by the patched socket functions: the code under test tried to use the network."""
 
 
 @pytest.fixture(scope="module")
@@ -304,8 +304,8 @@ class _EmbeddingsHandler(http.server.BaseHTTPRequestHandler):
     seen_auth: ClassVar[list[str]] = []
     calls: ClassVar[list[int]] = []
 
-    def log_message(self, format: str, *args: Any) -> None:  # keep the server quiet
-        pass
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the test server quiet."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
