@@ -179,3 +179,9 @@ SELECT_ALL_VECTORS: Final = f"""SELECT c.chunk, v.vec FROM chunks c
     JOIN (SELECT hash, any_value(vec) AS vec FROM vectors GROUP BY hash) v USING (hash)
     WHERE c.chunk <= ? AND {VECTOR_ELIGIBLE.replace("role", "c.role").replace("kind", "c.kind")}"""
 SELECT_DROPPED_CHUNKS: Final = "SELECT chunk FROM chunks WHERE sess IN (SELECT sess FROM b_drop)"
+
+# Each scanner process re-sends the vocabulary it meets; duplicates are dropped when idle.
+COUNT_VOCAB: Final = "SELECT count(*) FROM vocab_log"
+DEDUPE_VOCAB: Final = """DELETE FROM vocab_log WHERE rowid IN (
+    SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY term ORDER BY rowid) AS n FROM vocab_log)
+    WHERE n > 1)"""

@@ -461,6 +461,9 @@ class IndexerService:
         if idle >= IDLE_FREEZE_AFTER_S and not self._idle_compacted and not self.writer.segments.merging:
             # Quiet for a while: leave the index in its fastest shape for queries.
             self._idle_compacted = True
+            removed = self.writer.dedupe_vocab()
+            if removed:
+                _log.info("vocabulary deduplicated", removed=removed)
             if self.writer.segments.active.rows >= IDLE_FREEZE_MIN_ROWS:
                 self.writer.maybe_freeze(force=True)
             self._compacting = "all"

@@ -83,6 +83,7 @@ class Writer:
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
         # Chunk ids deleted since the vector index last took them out (it must drop them too).
         self.dropped_chunks: list[np.ndarray] = []
+        self._vocab_after_dedupe = 0
         self.segments, next_segment = SegmentSet.load(con, meta.next_segment)
         self.meta = meta.advanced(next_segment=next_segment)
 
@@ -403,6 +404,18 @@ class Writer:
         self.meta = meta
         self.vstate = v
         return v
+
+    def dedupe_vocab(self) -> int:
+        """Drop repeated vocabulary rows (typo repair reads this table); returns the rows removed."""
+        row = self.con.execute(q.COUNT_VOCAB).fetchone()
+        before = int(row[0]) if row else 0
+        if before <= self._vocab_after_dedupe * 2 + 10_000:
+            return 0
+        with transaction(self.con):
+            self.con.execute(q.DEDUPE_VOCAB)
+        row = self.con.execute(q.COUNT_VOCAB).fetchone()
+        self._vocab_after_dedupe = int(row[0]) if row else 0
+        return before - self._vocab_after_dedupe
 
     def take_dropped_chunks(self) -> np.ndarray:
         out = np.concatenate(self.dropped_chunks) if self.dropped_chunks else np.zeros(0, np.int64)

@@ -191,3 +191,19 @@ def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(in
             assert inproc_daemon.search(f"round{round_ - 1}")["hits"] == []
     if len(inproc_daemon.service.indexer.slots) > 1:
         assert len(shards_seen) > 1, "the file never changed shard; the test proved less than it claims"
+
+
+def test_repeated_vocabulary_is_deduplicated_when_idle(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+    """Every scanner restart re-sends its vocabulary; the idle clean-up keeps one row per term."""
+    c = ClaudeWriter(roots["claude"])
+    c.user(" ".join(f"uniqueword{i}" for i in range(12_000)))
+    inproc_daemon.reconcile()
+    writer = inproc_daemon.service.indexer.writer
+    con = inproc_daemon.service.con.cursor()
+    writer.con.execute("INSERT INTO vocab_log SELECT term FROM vocab_log")  # as after a restart
+    dupes = con.execute("SELECT count(*) - count(DISTINCT term) FROM vocab_log").fetchone()
+    assert dupes is not None and dupes[0] > 12_000
+    assert writer.dedupe_vocab() > 12_000
+    assert con.execute("SELECT count(*) - count(DISTINCT term) FROM vocab_log").fetchone() == (0,)
+    con.close()
+    assert len(inproc_daemon.search("uniqueword7")["hits"]) == 1
