@@ -46,6 +46,8 @@ ROLE_NAMES = ("user", "assistant", "tool", "system")
 # Postings read per term when a term is too common to read whole; the sorted segments keep
 # each term's highest-impact postings first, so these are its best candidates.
 TERM_CAP = 50_000
+# In any-word ranking, words in more than this share of chunks are left out (see _score).
+UBIQUITOUS_SHARE = 0.05
 # Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
 # truncated.candidates.
 PHRASE_CANDIDATES = 100
@@ -312,6 +314,12 @@ class Engine:
             rows: list[tuple[int, float, int | None]] = memo["all_rows"]
             return rows
         n = max(snap.n_chunks, 1)
+        if not require_all and len(hashes) > 1:
+            # Any-word ranking: a word in a large share of all chunks (idf near zero) moves no score
+            # but costs the most postings; leave it out when the query has more telling words.
+            telling = {t: h for t, h in hashes.items() if df.get(h, 0) <= UBIQUITOUS_SHARE * n}
+            if telling:
+                hashes = telling
         conv = " AND conv" if req.scope == "conversation" else ""
         sess_f = f" AND sess IN (SELECT s.sess FROM sessions s WHERE {filt_sql})" if filt_args or filt_sql != "TRUE" \
             else ""
