@@ -42,6 +42,24 @@ TOOL_TEXT_MAX_CHARS = 1_000_000
 # vocabulary used for typo repair.
 VOCAB_MAX_CHARS = 32
 
+# English function words (NLTK's stop-word list plus the conjunctions, prepositions and modals
+# it lacks). They are indexed like any word, so a phrase or an all-words query containing them
+# still matches exactly; only the any-word route leaves them out when the query has other words,
+# since "the" or "my" matching on their own is noise, not evidence.
+_FUNCTION_TEXT = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
+hers herself it its itself they them their theirs themselves what which who whom this that these
+those am is are was were be been being have has had having do does did doing a an the and but if or
+because as until while of at by for with about against between into through during before after
+above below to from up down in out on off over under again further then once here there when where
+why how all any both each few more most other some such no nor not only own same so than too very s
+t can will just don should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma
+mightn mustn needn shan shouldn wasn weren won wouldn
+since though although unless whether whenever via per upon within without onto across among toward
+towards despite yet also ever even another every either neither would could might must shall may
+"""
+FUNCTION_WORDS: frozenset[str] = frozenset(_FUNCTION_TEXT.split())
+
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 # ASCII text is cut with bytes.translate + split (C loops, ~4x faster than the regex): every
 # byte that is not a word character, "+" or "#" becomes a space. A resulting surface that

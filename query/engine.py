@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from aivault.text import VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
+from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
 from indexer.segments import K1, B, SegmentLock
 from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
 from query.hybrid import (
@@ -46,8 +46,11 @@ ROLE_NAMES = ("user", "assistant", "tool", "system")
 # Postings read per term when a term is too common to read whole; the sorted segments keep
 # each term's highest-impact postings first, so these are its best candidates.
 TERM_CAP = 50_000
-# In any-word ranking, words in more than this share of chunks are left out (see _score).
+# In any-word ranking, words in more than this share of chunks are left out (see _score) -- once
+# they are also common in absolute terms: in a small index a word in 5% of chunks may well be
+# the topic ("lock" among 200 chunks), and its postings cost nothing.
 UBIQUITOUS_SHARE = 0.05
+UBIQUITOUS_MIN_DF = 1000
 # Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
 # truncated.candidates.
 PHRASE_CANDIDATES = 100
@@ -263,6 +266,9 @@ class Engine:
                 df.update(self._df(cur, snap, [hashes[n] for n in repaired.values()]))
             tried.append(route)
             use = [repaired.get(t, t) for t in terms] if route in ("typo", "any") else terms
+            if route == "any":
+                # Any-word matching on "the" or "my" alone is noise: keep the words that say something.
+                use = [t for t in use if t not in FUNCTION_WORDS] or use
             present = {t: hashes[t] for t in dict.fromkeys(use) if df.get(hashes[t], 0) > 0}
             require_all = route in ("phrase", "all", "typo")
             if not present or (require_all and len(present) < len(dict.fromkeys(use))):
@@ -315,11 +321,13 @@ class Engine:
             return rows
         n = max(snap.n_chunks, 1)
         if not require_all and len(hashes) > 1:
-            # Any-word ranking: a word in a large share of all chunks (idf near zero) moves no score
+            # Any-word ranking: a word in a large share of all chunks (low idf) moves little score
             # but costs the most postings; leave it out when the query has more telling words.
-            telling = {t: h for t, h in hashes.items() if df.get(h, 0) <= UBIQUITOUS_SHARE * n}
+            limit = max(UBIQUITOUS_SHARE * n, UBIQUITOUS_MIN_DF)
+            telling = {t: h for t, h in hashes.items() if df.get(h, 0) <= limit}
             if telling:
                 hashes = telling
+                plan.terms = list(telling)  # snippets mark the words that ranked, not the dropped ones
         conv = " AND conv" if req.scope == "conversation" else ""
         sess_f = f" AND sess IN (SELECT s.sess FROM sessions s WHERE {filt_sql})" if filt_args or filt_sql != "TRUE" \
             else ""

@@ -309,6 +309,8 @@ ROUTE_CASES = [
     ("lock could not file", "all", {"phrase", "allterms"}, None),
     ("widgetz migration", "typo", {"codex"}, {"widgetz": "widgets"}),
     ("zanzibar qqqqqqqqqqqq", "any", {"snippets"}, None),
+    # "the" is in four sessions, but on its own it is no evidence: the any-word route drops it.
+    ("the zanzibar qqqqqqqqqqqq", "any", {"snippets"}, None),
     ("zanzibar", "all", {"snippets"}, None),
 ]
 
@@ -331,6 +333,24 @@ def test_the_planner_tries_phrase_all_typo_any_in_order(client: Client, world: t
         assert "repairedTerms" not in r["debug"]
     assert set(r) == {"kind", "hits", "page", "generation", "truncated", "durationMs", "debug"}
     assert "debug" not in client.search(query)
+
+
+def test_any_word_matching_keeps_small_index_topics_and_marks_only_the_words_that_ranked(client: Client,
+                                                                                        world: tuple[Home,
+                                                                                                     dict[str, Path],
+                                                                                                     dict[str, str]]
+                                                                                        ) -> None:
+    """In a small index a word in most chunks still counts; function words are neither ranked nor marked."""
+    ids = world[2]
+    r = client.search("paging zanzibar", limit=100, debug=True)
+    assert r["debug"]["route"] == "any"
+    found = [h["sessionId"] for h in r["hits"]]
+    assert found[0] == ids["snippets"]  # the rarer word ranks first
+    assert len(found) == 100 and r["page"]["hasMore"]  # and the 120 sessions saying "paging" follow
+    r = client.search("the giant blobby zzzzqqq", debug=True)
+    assert [h["sessionId"] for h in r["hits"]] == [ids["snippets"]] and r["debug"]["route"] == "any"
+    snippet = r["hits"][0]["evidence"]["snippet"]
+    assert "[[giant]]" in snippet and "[[the]]" not in snippet and "the [[giant]]" in snippet
 
 
 def test_operators_filter_before_routing_and_alone_list_newest_sessions(client: Client,

@@ -21,28 +21,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aivault.text import iter_tokens, normalize, query_terms, token_terms
+from aivault.text import FUNCTION_WORDS, iter_tokens, normalize, query_terms, token_terms
 from bench.quality.incident import Step
 from bench.quality.render import render_claude, render_codex
 from scanner.claude import ClaudeParser
 from scanner.codex import CodexParser
 from scanner.model import Message
 
-# NLTK's English stop-word list plus the conjunctions, prepositions and modals it lacks: function
-# words only, so nothing that carries topic meaning escapes the check.
-_STOP_TEXT = """
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
-hers herself it its itself they them their theirs themselves what which who whom this that these
-those am is are was were be been being have has had having do does did doing a an the and but if or
-because as until while of at by for with about against between into through during before after
-above below to from up down in out on off over under again further then once here there when where
-why how all any both each few more most other some such no nor not only own same so than too very s
-t can will just don should now d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma
-mightn mustn needn shan shouldn wasn weren won wouldn
-since though although unless whether whenever via per upon within without onto across among toward
-towards despite yet also ever even another every either neither would could might must shall may
-"""
-STOP_WORDS: frozenset[str] = frozenset(_STOP_TEXT.split())
+# Function words only (aivault.text.FUNCTION_WORDS), so nothing that carries topic meaning
+# escapes the check.
+STOP_WORDS: frozenset[str] = FUNCTION_WORDS
 
 _PREFIX = 5
 _CHECK_START = datetime(2026, 1, 1, tzinfo=UTC)
