@@ -153,8 +153,12 @@ class SegmentSet:
           TIER_FANIN of them, so each posting is rewritten O(log n) times, with few segments
           for queries to visit.
         * ``compact="frozen"`` (a one-shot index ending) also merges fewer frozen segments;
-          ``compact="all"`` (the daemon when idle) then merges the smallest sorted segments while
-          more than one remains small next to the largest.
+          ``compact="all"`` (a one-shot index ending, the daemon when idle) then merges sorted
+          segments until one remains, or two with the smaller under 1/TIER_RATIO of the larger:
+          all of them while the two largest are comparable, else all but the largest. So the
+          work is bounded by the small segments (a few new files never rewrite the whole index),
+          and a query visits at most two sorted segments. (Measured at 1M messages: five
+          segments answered 1-term queries ~1.5x slower than two.)
         """
         if self.merging:
             return None, next_segment
@@ -172,8 +176,11 @@ class SegmentSet:
                 if len(classes[cls]) >= TIER_FANIN:
                     inputs = classes[cls][:MAX_FANIN]
                     break
-            if not inputs and compact == "all" and len(ranked) > 1 and ranked[-2].rows * TIER_RATIO > ranked[-1].rows:
-                inputs = ranked[:MAX_FANIN]
+            if not inputs and compact == "all" and len(ranked) > 1:
+                if ranked[-2].rows * TIER_RATIO > ranked[-1].rows:
+                    inputs = ranked[:MAX_FANIN]
+                elif len(ranked) > 2:
+                    inputs = ranked[:-1][:MAX_FANIN]
         if not inputs:
             return None, next_segment
         self.merging = True

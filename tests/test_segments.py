@@ -1,0 +1,52 @@
+"""The size-tiered merge policy (indexer/segments.py SegmentSet.plan), on registries of given sizes."""
+
+from __future__ import annotations
+
+from indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
+
+
+def _set(*sizes: int, frozen: tuple[int, ...] = ()) -> SegmentSet:
+    segs = [Segment(f"seg_{i}", "sorted", n) for i, n in enumerate(sizes)]
+    segs += [Segment(f"seg_f{i}", "frozen", n) for i, n in enumerate(frozen)]
+    return SegmentSet([*segs, Segment("seg_active", "active", 10)])
+
+
+def _compact(s: SegmentSet, compact: str | None) -> list[list[int]]:
+    """Run plans to completion, applying each merge; returns the input sizes of every merge."""
+    merges: list[list[int]] = []
+    n = 100
+    while True:
+        plan, n = s.plan(n, 50.0, compact=compact)
+        if plan is None:
+            return merges
+        merges.append(sorted(seg.rows for seg in plan.inputs))
+        names = {seg.name for seg in plan.inputs}
+        s.segments = [seg for seg in s.segments if seg.name not in names]
+        s.segments.append(Segment(plan.target, "sorted", sum(seg.rows for seg in plan.inputs)))
+        s.merging = False
+
+
+def _sorted_sizes(s: SegmentSet) -> list[int]:
+    return sorted(seg.rows for seg in s.segments if seg.state == "sorted")
+
+
+def test_without_compaction_only_full_tiers_merge() -> None:
+    """Sorted segments merge once TIER_FANIN share a size class; frozen ones once L0_FANIN wait."""
+    s = _set(50_000_000, 3_800_000, 3_800_000, 2_900_000)
+    assert _compact(s, None) == []
+    s = _set(*([1_000] * TIER_FANIN))
+    assert _compact(s, None) == [[1_000] * TIER_FANIN]
+    s = _set(frozen=(300,) * (L0_FANIN - 1))
+    assert _compact(s, None) == []
+
+
+def test_compacting_merges_the_small_segments_but_never_rewrites_a_much_larger_one() -> None:
+    """compact='all' leaves at most two sorted segments, and rewrites the largest only when comparable."""
+    s = _set(49_600_000, 3_800_000, 3_800_000, 2_900_000)
+    assert _compact(s, "all") == [[2_900_000, 3_800_000, 3_800_000]]
+    assert _sorted_sizes(s) == [10_500_000, 49_600_000]
+    s = _set(49_600_000, 3_000)  # one new small segment: left alone, no 50M-row rewrite
+    assert _compact(s, "all") == []
+    s = _set(20_000_000, 9_000_000, 1_000, frozen=(300, 300))
+    merges = _compact(s, "all")
+    assert merges[0] == [300, 300] and _sorted_sizes(s) == [29_001_600]
