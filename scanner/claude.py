@@ -16,16 +16,15 @@ from typing import Any
 import orjson
 
 from scanner.jsonutil import (
+    LineParser,
     ParserStateError,
     compact_json,
     first_line_title,
-    loads_line,
     state_int,
     state_list,
     state_str,
     stats_from_state,
     stats_to_state,
-    to_epoch_ms,
 )
 from scanner.model import Kind, Message, ParseStats, SessionInfo
 
@@ -107,7 +106,7 @@ def _read_agent_type(jsonl_path: str) -> str | None:
     return agent_type.strip() or None if isinstance(agent_type, str) else None
 
 
-class ClaudeParser:
+class ClaudeParser(LineParser):
     """Turns the lines of one Claude Code transcript into Messages (see scanner.model.Parser)."""
 
     agent = "claude"
@@ -260,25 +259,10 @@ class ClaudeParser:
 
     # -- lines ------------------------------------------------------------------------------
 
-    def feed(self, line: bytes) -> list[Message]:
-        """Parse one line (without its newline) into zero or more Messages. Never raises."""
-        stats = self.stats
-        stats.lines += 1
-        obj = loads_line(line)
-        if type(obj) is not dict:
-            if obj is None and not line.strip():
-                stats.skipped += 1
-            else:
-                stats.malformed += 1
-            return []
+    def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         rtype = obj.get("type")
         if not isinstance(rtype, str):
-            stats.malformed += 1
-            return []
-
-        ts = obj.get("timestamp")
-        ms = to_epoch_ms(ts) if ts is not None else None
-
+            return None
         out: list[Message] | None
         if rtype == "assistant":
             out = self._assistant(obj, ms)
@@ -295,8 +279,7 @@ class ClaudeParser:
             elif rtype == "ai-title":
                 self._ai_title = _clean_title(obj.get("aiTitle")) or self._ai_title
         if out is None:
-            stats.malformed += 1
-            return []
+            return None
 
         if rtype == "assistant" or rtype == "user":
             self._decide_subagent(obj)
@@ -315,15 +298,6 @@ class ClaudeParser:
         branch = obj.get("gitBranch")
         if isinstance(branch, str) and branch:
             self._branch = branch
-        if ms is not None:
-            if self._started is None or ms < self._started:
-                self._started = ms
-            if self._updated is None or ms > self._updated:
-                self._updated = ms
-        if out:
-            self._count += len(out)
-        else:
-            stats.skipped += 1
         return out
 
     def _decide_subagent(self, obj: dict[str, Any]) -> None:

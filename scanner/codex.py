@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from scanner.jsonutil import (
+    LineParser,
     ParserStateError,
     compact_json,
     first_line_title,
@@ -25,7 +26,6 @@ from scanner.jsonutil import (
     state_str,
     stats_from_state,
     stats_to_state,
-    to_epoch_ms,
 )
 from scanner.model import Message, ParseStats, SessionInfo
 
@@ -167,7 +167,7 @@ def _tool_name(payload: dict[str, Any], default: str) -> str:
     return default
 
 
-class CodexParser:
+class CodexParser(LineParser):
     """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser)."""
 
     agent = "codex"
@@ -268,19 +268,7 @@ class CodexParser:
 
     # -- lines ------------------------------------------------------------------------------
 
-    def feed(self, line: bytes) -> list[Message]:
-        """Parse one line (without its newline) into zero or more Messages. Never raises."""
-        stats = self.stats
-        stats.lines += 1
-        obj = loads_line(line)
-        if type(obj) is not dict:
-            if obj is None and not line.strip():
-                stats.skipped += 1
-            else:
-                stats.malformed += 1
-            return []
-        ts = obj.get("timestamp")
-        ms = to_epoch_ms(ts) if ts is not None else None
+    def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         rtype = obj.get("type")
         payload = obj.get("payload")
 
@@ -316,19 +304,6 @@ class CodexParser:
             out = []
         else:
             out = None
-
-        if out is None:
-            stats.malformed += 1
-            return []
-        if ms is not None:
-            if self._started is None or ms < self._started:
-                self._started = ms
-            if self._updated is None or ms > self._updated:
-                self._updated = ms
-        if out:
-            self._count += len(out)
-        else:
-            stats.skipped += 1
         return out
 
     def _session_meta(self, payload: dict[str, Any]) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
-from scanner.model import ParseStats
+from scanner.model import Message, ParseStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -155,3 +156,49 @@ def stats_from_state(value: object) -> ParseStats:
     return ParseStats(
         lines=lines, malformed=malformed, skipped=skipped, extra={str(k): v for k, v in extra.items()}
     )
+
+
+class LineParser(ABC):
+    """The line loop the JSONL parsers share: decode, dispatch, keep the session's counters.
+
+    A subclass sets ``stats``, ``_started``, ``_updated`` and ``_count`` (restored from its
+    state) and implements ``_record``: the messages of one decoded JSON object, or None when the
+    object has an unexpected shape (counted as malformed; nothing else of it is kept).
+    """
+
+    stats: ParseStats
+    _started: int | None
+    _updated: int | None
+    _count: int
+
+    def feed(self, line: bytes) -> list[Message]:
+        """Parse one line (without its newline) into zero or more Messages. Never raises."""
+        stats = self.stats
+        stats.lines += 1
+        obj = loads_line(line)
+        if type(obj) is not dict:
+            if obj is None and not line.strip():
+                stats.skipped += 1
+            else:
+                stats.malformed += 1
+            return []
+        ts = obj.get("timestamp")
+        ms = to_epoch_ms(ts) if ts is not None else None
+        out = self._record(obj, ms)
+        if out is None:
+            stats.malformed += 1
+            return []
+        if ms is not None:
+            if self._started is None or ms < self._started:
+                self._started = ms
+            if self._updated is None or ms > self._updated:
+                self._updated = ms
+        if out:
+            self._count += len(out)
+        else:
+            stats.skipped += 1
+        return out
+
+    @abstractmethod
+    def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
+        """The messages of one JSON object (a transcript line), or None if it is malformed."""
