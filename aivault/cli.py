@@ -60,17 +60,19 @@ class Connection:
             else:
                 client.close()
         self.mode = "daemon" if self.rpc else "direct"
+        self.index_missing = False
 
     def _direct(self) -> Any:
         if self.direct is None:
             from indexer.store import IndexMissing, open_reader
-            from query.service import DirectService, set_session_search_service
+            from query.service import DirectService, MissingIndexService, set_session_search_service
 
             try:
-                con = open_reader(self.home)
+                self.direct = DirectService(self.home, open_reader(self.home))
             except IndexMissing:
-                raise CliError(f"no index in {self.home.path} yet: run `aivault index` (or `aivault serve`)") from None
-            self.direct = DirectService(self.home, con)
+                # Contract answers (unavailable / zero status), so `rpc` and `--json` stay exact.
+                self.index_missing = True
+                self.direct = MissingIndexService(self.home)
             set_session_search_service(self.direct)
         return self.direct
 
@@ -128,7 +130,8 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
         request["freshness"] = "wait-until-current"
     if args.debug:
         request["debug"] = True
-    result = Connection(home).search(request)
+    conn = Connection(home)
+    result = conn.search(request)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return EXIT_OK
@@ -137,16 +140,19 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
         print_results(result)
         return EXIT_OK
     if kind == "unavailable":
-        raise CliError(_unavailable_message(result.get("reason"), home), EXIT_UNAVAILABLE)
+        raise CliError(_unavailable_message(result.get("reason"), home, conn.index_missing), EXIT_UNAVAILABLE)
     if kind == "stale-cursor":
         raise CliError("the index changed since that cursor was made: search again without --cursor")
     raise CliError("that cursor is not valid for this search: search again without --cursor")
 
 
-def _unavailable_message(reason: Any, home: Home) -> str:
+def _unavailable_message(reason: Any, home: Home, index_missing: bool = False) -> str:
     if reason == "disabled":
+        then = ", then build the index with `aivault index` (or `aivault serve`)" if index_missing else ""
         return (f"session search is disabled for {home.path}. Turn it on with `aivault enable` "
-                "(`aivault enable --history-days 90` keeps only the last 90 days).")
+                f"(`aivault enable --history-days 90` keeps only the last 90 days){then}.")
+    if reason == "not-ready" and index_missing:
+        return f"no index in {home.path} yet: run `aivault index` (or `aivault serve`)"
     if reason == "not-ready":
         return "the index is still being built; try again in a moment (`aivault status` shows progress)"
     return "no search service is available here"
@@ -166,6 +172,9 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
         return EXIT_OK
     stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else None
     print_status(status, stats, f"{conn.mode} mode · {home.path}")
+    if conn.index_missing:
+        step = "`aivault index` (or `aivault serve`)" if status["enabled"] else "`aivault enable`, then `aivault index`"
+        print(f"no index yet: run {step}")
     return EXIT_OK
 
 

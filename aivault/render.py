@@ -92,8 +92,9 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
           f"{mode}", file=out)
     print(f"files indexed {status['filesIndexed']:,} · due {status['filesDue']:,} · failed {status['filesFailed']:,}"
           f" · generation {status['generation']}", file=out)
-    print(f"last reconcile {when(status['lastReconcileAt'])} · last full sweep {when(status['lastSweepCompletedAt'])}",
-          file=out)
+    last, sweep = status["lastReconcileAt"], status["lastSweepCompletedAt"]
+    print(f"last reconcile {when(last) if last is not None else 'never'} · last full sweep "
+          f"{when(sweep) if sweep is not None else 'never'}", file=out)
     for d in status.get("degradedRoots") or []:
         print(st(RED, f"  degraded: {d['root']}: {d['reason']}"), file=out)
     if stats:

@@ -92,6 +92,25 @@ def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
     return out
 
 
+class MissingIndexService:
+    """The data directory holds no index yet (never indexed, or cleared while disabled).
+
+    Answers by the contract rather than failing: search is ``unavailable`` -- ``disabled``
+    without consent, else ``not-ready`` -- and status reports zero counts and generation 0.
+    """
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+
+    def search(self, params: Any) -> dict[str, Any]:
+        parse_request(params)  # invalid payloads stay errors
+        enabled = policy_mod.load(self.home).enabled
+        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
+
+    def status(self) -> dict[str, Any]:
+        return {**STATUS_SENTINEL, "enabled": policy_mod.load(self.home).enabled}
+
+
 class DirectService:
     """A read-only service over the database file, for one-shot CLI use without a daemon."""
 

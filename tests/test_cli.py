@@ -97,6 +97,28 @@ def test_disabled_search_tells_the_user_how_to_enable_it(home: Home, roots: dict
     assert refused.returncode == 3 and "aivault enable" in refused.stderr
 
 
+def test_before_the_first_index_answers_follow_the_contract_and_say_what_to_run(home: Home) -> None:
+    """With no index yet: search is unavailable (disabled / not-ready), status has zeros, errors stay errors."""
+    policy.save(home, policy.Policy(False, None))
+    out = run_cli(home.path, "search", "lock")
+    assert out.returncode == 3 and "`aivault enable`" in out.stderr and "`aivault index`" in out.stderr
+    js = run_cli(home.path, "search", "lock", "--json", check=True)
+    assert json.loads(js.stdout) == {"kind": "unavailable", "reason": "disabled"}
+    policy.save(home, policy.Policy(True, None))
+    out = run_cli(home.path, "search", "lock")
+    assert out.returncode == 3 and "no index" in out.stderr and "`aivault index`" in out.stderr
+    rpc = run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": "lock"}', check=True)
+    assert json.loads(rpc.stdout) == {"kind": "unavailable", "reason": "not-ready"}
+    status = json.loads(run_cli(home.path, "rpc", "aiVault.searchStatus", check=True).stdout)
+    assert status == {"enabled": True, "phase": "idle", "filesIndexed": 0, "filesDue": 0, "filesFailed": 0,
+                      "degradedRoots": [], "lastReconcileAt": None, "lastSweepCompletedAt": None, "generation": 0}
+    human = run_cli(home.path, "status", check=True).stdout
+    assert "last reconcile never" in human and "no index yet: run `aivault index`" in human
+    bad = run_cli(home.path, "rpc", "aiVault.searchSessions", '{"query": 42}')
+    assert bad.returncode != 0 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    assert not home.db_path.exists()  # answering never creates an index
+
+
 def test_a_held_database_lock_is_reported_clearly(home: Home, roots: dict[str, Path]) -> None:
     """If another process holds the index read-write and no daemon answers, the CLI says so."""
     _corpus(roots)
