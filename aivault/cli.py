@@ -368,13 +368,21 @@ def cmd_disable(args: argparse.Namespace, home: Home) -> int:
 
 def cmd_policy(args: argparse.Namespace, home: Home) -> int:
     pol = policy_mod.load(home)
+    changed = args.forever or args.history_days is not None
     if args.forever:
         pol = policy_mod.Policy(pol.enabled, None)
         policy_mod.save(home, pol)
     elif args.history_days is not None:
         pol = policy_mod.Policy(pol.enabled, args.history_days)
         policy_mod.save(home, pol)
-    print(json.dumps(pol.to_json()))
+    if args.json:
+        print(json.dumps(pol.to_json()))
+        return EXIT_OK
+    keep = "all history" if pol.history_days is None else f"the last {pol.history_days} days"
+    state = "enabled" if pol.enabled else "disabled (`aivault enable` turns it on)"
+    print(f"session search {state} for {home.path}; keeping {keep}")
+    if changed and pol.enabled:
+        print("a running daemon applies this now; otherwise the next `aivault index` does")
     return EXIT_OK
 
 
@@ -440,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--history-days", type=_positive)
     g.add_argument("--forever", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
     p.set_defaults(fn=cmd_policy)
     return ap
 

@@ -119,6 +119,24 @@ def test_before_the_first_index_answers_follow_the_contract_and_say_what_to_run(
     assert not home.db_path.exists()  # answering never creates an index
 
 
+def test_consent_and_retention_commands_persist_the_policy(home: Home) -> None:
+    """enable / policy / disable write the policy file; policy prints it readably or as JSON."""
+    policy.save(home, policy.Policy(False, None))
+    assert "enabled" in run_cli(home.path, "enable", "--history-days", "30", check=True).stdout
+    assert policy.load(home) == policy.Policy(True, 30)
+    out = run_cli(home.path, "policy", check=True).stdout
+    assert "session search enabled" in out and "keeping the last 30 days" in out
+    run_cli(home.path, "policy", "--forever", check=True)
+    assert json.loads(run_cli(home.path, "policy", "--json", check=True).stdout) == {"enabled": True,
+                                                                                     "historyDays": None}
+    assert "keeping all history" in run_cli(home.path, "policy", check=True).stdout
+    bad = run_cli(home.path, "policy", "--history-days", "0")
+    assert bad.returncode == 2 and "positive" in bad.stderr
+    run_cli(home.path, "disable", check=True)
+    assert policy.load(home) == policy.Policy(False, None)
+    assert "disabled (`aivault enable` turns it on)" in run_cli(home.path, "policy", check=True).stdout
+
+
 def test_a_held_database_lock_is_reported_clearly(home: Home, roots: dict[str, Path]) -> None:
     """If another process holds the index read-write and no daemon answers, the CLI says so."""
     _corpus(roots)
