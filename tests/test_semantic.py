@@ -274,3 +274,41 @@ def test_status_shows_semantic_coverage(home: Home, roots: dict[str, Path]) -> N
         d.stop()
     assert "semantic" in out and "embedded 10 of 10" in out
     time.sleep(0)
+
+
+def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_without_the_model(
+        home: Home, roots: dict[str, Path]) -> None:
+    """Without a daemon the saved sidecar answers hybrid; if the model cannot load, search is lexical."""
+    from aivault.embed import EmbedError, configured_fingerprint
+    from indexer.store import open_reader
+    from indexer.vector_service import ReadOnlyVectors
+    from query.engine import Engine
+    from query.local import embedder_factory
+    from query.request import parse_request
+
+    semantic_on(home)
+    ids = _write(roots)
+    d = InprocDaemon(home, roots)
+    try:
+        d.reconcile()
+        _wait_vectors(d.service.stats)
+    finally:
+        d.close()  # saves the sidecar
+
+    def broken() -> Any:
+        raise EmbedError("model file is unreadable")
+
+    make = embedder_factory(home)
+    assert make is not None
+    con = open_reader(home)
+    try:
+        for factory, route in ((make, "hybrid"), (broken, "any")):
+            vec = ReadOnlyVectors(home, con, factory, configured_fingerprint(None))
+            engine = Engine(con, home.key(), vectors=vec)
+            r = engine.search(parse_request({"query": PARAPHRASE + " forever", "debug": True}))
+            assert r["debug"]["route"] == route, factory
+            if route == "hybrid":
+                assert r["hits"][0]["sessionId"] == ids["asyncio"]
+            engine.close()
+    finally:
+        con.close()
