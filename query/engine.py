@@ -36,7 +36,6 @@ from query.hybrid import (
     fuse,
     prefers_semantic,
     trace_entry,
-    updated_at,
     vector_sessions,
 )
 from query.request import SearchRequest
@@ -65,6 +64,8 @@ class Plan:
     capped: bool = False
     repaired: dict[str, str] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
+    # updatedAt (-1 when unknown) of the ranked sessions, read with them (fusion breaks ties by it)
+    updated: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +201,10 @@ class Engine:
                   family: str) -> tuple[Plan, list[Fused]]:
         """The whole fused candidate list (bounded), from which the page is cut."""
         lexical_route = "any"
+        lex_updated: dict[int, int] = {}
         if family == "hybrid":
             lex_plan, lexical = self._rank(cur, req, snap, 0, HYBRID_CANDIDATES)
-            lexical_route = lex_plan.route
+            lexical_route, lex_updated = lex_plan.route, lex_plan.updated
             plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
                         tried=[*lex_plan.tried, "hybrid"])
         else:
@@ -213,8 +215,9 @@ class Engine:
         filt_sql, filt_args = _filters(req)
         vector = vector_sessions(cur, found[0] if found else np.zeros(0, np.int64), filt_sql, filt_args,
                                  req.scope == "conversation")
-        sessions = list(dict.fromkeys([s for s, _, _ in lexical] + [s for s, _ in vector]))
-        return plan, fuse(lexical, lexical_route, vector, updated_at(cur, sessions), req.filters.sort)
+        updated = {**lex_updated, **{sess: upd for sess, _, upd in vector}}
+        return plan, fuse(lexical, lexical_route, [(sess, chunk) for sess, chunk, _ in vector], updated,
+                          req.filters.sort)
 
     def _trace(self, cur: duckdb.DuckDBPyConnection, plan: Plan, rows: list[tuple[int, float, int | None]],
                fused: list[Fused], offset: int) -> dict[str, Any]:
@@ -320,6 +323,7 @@ class Engine:
         if memo is not None and phrase is None and require_all and memo.get("key") == key:
             # The phrase route's statement already ranked this page for the all-terms route.
             rows: list[tuple[int, float, int | None]] = memo["all_rows"]
+            plan.updated.update(memo["all_updated"])
             return rows
         n = max(snap.n_chunks, 1)
         if not require_all and len(hashes) > 1:
@@ -375,9 +379,10 @@ class Engine:
         # PHRASE_CANDIDATES chunks holding all terms (part 1): if the phrase is found in none of
         # them, the all-terms route needs no second pass over the postings.
         phrase_part = f"""
-            UNION ALL (SELECT 1, sess, score, chunk FROM w ORDER BY score DESC, chunk
+            UNION ALL (SELECT 1, sess, score, chunk, NULL FROM w ORDER BY score DESC, chunk
                        LIMIT {PHRASE_CANDIDATES + 1})""" if phrase is not None else ""
-        page_sql = f"SELECT 0, b.sess, b.score, b.chunk FROM b JOIN sessions s USING (sess) WHERE {filt_sql} " \
+        page_sql = f"SELECT 0, b.sess, b.score, b.chunk, s.updated_at FROM b JOIN sessions s USING (sess) " \
+                   f"WHERE {filt_sql} " \
                    f"ORDER BY {order} LIMIT ? OFFSET ?"
         if phrase is not None:
             # DuckDB answers a lone parenthesized SELECT with parameters with no rows; only
@@ -394,16 +399,19 @@ class Engine:
             {page_sql}{phrase_part}"""
         all_args = [*drv_args, *args, *filt_args, count, offset]
         page: list[tuple[int, float, int | None]] = []
+        page_updated: dict[int, int] = {}
         top: list[tuple[int, int, float]] = []
-        for part, sess, score, chunk in cur.execute(sql, all_args).fetchall():
+        for part, sess, score, chunk, updated in cur.execute(sql, all_args).fetchall():
             if part == 0:
                 page.append((int(sess), float(score), int(chunk)))
+                page_updated[int(sess)] = int(updated) if updated is not None else -1
             else:
                 top.append((int(chunk), int(sess), float(score)))
         if phrase is None:
+            plan.updated.update(page_updated)
             return page
         if memo is not None:
-            memo.update(key=key, all_rows=page)
+            memo.update(key=key, all_rows=page, all_updated=page_updated)
         top.sort(key=lambda c: (-c[2], c[0]))
         if len(top) > PHRASE_CANDIDATES:
             plan.capped = True
@@ -414,9 +422,10 @@ class Engine:
         matched = {int(c) for c, text in cur.execute(
             f"SELECT chunk, text FROM chunks WHERE chunk IN ({', '.join(str(c[0]) for c in top)})").fetchall()
             if rx.search(normalize(text))}
-        return self._rank_chunks(cur, req, [c for c in top if c[0] in matched], offset, count)
+        return self._rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count)
 
-    def _rank_chunks(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, cands: list[tuple[int, int, float]],
+    def _rank_chunks(self, cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
+                     cands: list[tuple[int, int, float]],
                      offset: int, count: int) -> list[tuple[int, float, int | None]]:
         """Sessions ranked by their best chunk among ``cands`` (chunk, sess, score; best first)."""
         best: dict[int, tuple[float, int]] = {}
@@ -433,6 +442,7 @@ class Engine:
             live.sort(key=lambda s: (-best[s][0], -updated[s], s))
         else:
             live.sort(key=lambda s: (-updated[s], -best[s][0], s))
+        plan.updated.update(updated)
         return [(s, best[s][0], best[s][1]) for s in live[offset : offset + count]]
 
     # --- hits -------------------------------------------------------------------------------------

@@ -82,20 +82,21 @@ class Fused:
 
 
 def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, filt_sql: str, filt_args: list[Any],
-                    conversation: bool) -> list[tuple[int, int]]:
-    """(session, best chunk) in nearest-first order, for chunks of live sessions passing the filters."""
+                    conversation: bool) -> list[tuple[int, int, int]]:
+    """(session, best chunk, updatedAt or -1) in nearest-first order, for chunks of live sessions
+    passing the filters."""
     if len(chunk_ids) == 0:
         return []
     order = {int(c): i for i, c in enumerate(chunk_ids.tolist())}
     kind = " AND c.kind = 0" if conversation else ""
     rows = cur.execute(
-        f"""SELECT c.chunk, c.sess FROM chunks c JOIN sessions s USING (sess)
+        f"""SELECT c.chunk, c.sess, s.updated_at FROM chunks c JOIN sessions s USING (sess)
             WHERE c.chunk IN ({", ".join(map(str, order))}){kind} AND {filt_sql}""", filt_args).fetchall()
-    ranked = sorted(((order[int(c)], int(c), int(s)) for c, s in rows))
-    seen: dict[int, int] = {}
-    for _, chunk, sess in ranked:
-        seen.setdefault(sess, chunk)
-    return list(seen.items())
+    ranked = sorted((order[int(c)], int(c), int(s), -1 if u is None else int(u)) for c, s, u in rows)
+    seen: dict[int, tuple[int, int]] = {}
+    for _, chunk, sess, updated in ranked:
+        seen.setdefault(sess, (chunk, updated))
+    return [(sess, chunk, updated) for sess, (chunk, updated) in seen.items()]
 
 
 def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vector: list[tuple[int, int]],
@@ -129,13 +130,6 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
     else:
         out.sort(key=lambda f: (-f.score, -updated.get(f.sess, -1), f.sess))
     return out
-
-
-def updated_at(cur: duckdb.DuckDBPyConnection, sessions: list[int]) -> dict[int, int]:
-    if not sessions:
-        return {}
-    rows = cur.execute(f"SELECT sess, updated_at FROM sessions WHERE sess IN ({', '.join(map(str, sessions))})")
-    return {int(s): (int(u) if u is not None else -1) for s, u in rows.fetchall()}
 
 
 def trace_entry(session_id: str, f: Fused) -> dict[str, Any]:
