@@ -43,7 +43,8 @@ def configure(default_level: str = "warning", *, process: str = "aivault") -> No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Whatever sys.stderr is when a line is written (a test's capture may replace and close it).
+        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())

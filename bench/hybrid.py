@@ -99,12 +99,25 @@ def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[
         res["measure_s"] = elapsed
         route_sample = rpc.call("aiVault.searchSessions", {"query": queries["5-term"][0], "debug": True})
         res["route_of_5_term"] = route_sample.get("debug", {}).get("route")
+        res["worker_idle_rate_per_s"] = idle_rate(rpc)
         rpc.close()
     finally:
         proc.terminate()
         proc.wait(120)
     res["vector_part"] = vector_part(h, queries)
     return res
+
+
+def idle_rate(rpc: Any, settle_s: float = 3.0, window_s: float = 10.0) -> float | None:
+    """Background embedding with no search running (the worker may then use a second thread)."""
+    time.sleep(settle_s)  # past QUIET_AFTER_SEARCH_S and the call in flight
+    before = rpc.call("aiVault.indexStats", {})
+    t0 = time.monotonic()
+    time.sleep(window_s)
+    after = rpc.call("aiVault.indexStats", {})
+    if after["semanticEmbedded"] >= after["semanticEligible"]:
+        return None  # ran out of work within the window: no honest rate
+    return float((after["semanticEmbedded"] - before["semanticEmbedded"]) / (time.monotonic() - t0))
 
 
 def vector_part(h: Home, queries: dict[str, list[str]]) -> dict[str, float]:

@@ -237,7 +237,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
             print(f"  hybrid {qname:14} p50 {v['p50']:7.1f} ms  p95 {v['p95']:7.1f} ms", flush=True)
         print(f"  vector part p50 {hy['vector_part']['p50']:.1f} ms p95 {hy['vector_part']['p95']:.1f} ms; "
               f"worker embedded {hy['worker_embedded_during']:,} chunks meanwhile "
-              f"({hy['worker_rate_per_s']}/s)", flush=True)
+              f"({hy['worker_rate_per_s']}/s); with no search running: {hy.get('worker_idle_rate_per_s')}/s",
+              flush=True)
     return res
 
 
@@ -329,6 +330,12 @@ def _field(fmt: str, *path: str) -> Callable[[dict[str, Any]], str]:
     return cell
 
 
+def _embed_rates(r: dict[str, Any]) -> str:
+    hy = r.get("hybrid") or {}
+    during, idle = hy.get("worker_rate_per_s"), hy.get("worker_idle_rate_per_s")
+    return " / ".join("-" if v is None else f"{v:.0f}" for v in (during, idle))
+
+
 QUERY_KINDS = ("1-term rare", "1-term mid", "1-term common", "2-term", "5-term")
 
 
@@ -353,7 +360,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     if any("hybrid" in r for r in results.values()):
         rows += [(f"hybrid {q} p50/p95 ms", _hybrid_latency(q)) for q in QUERY_KINDS]
         rows.append(("vector part p50/p95 ms", _field_pair("hybrid", "vector_part")))
-        rows.append(("background embedding /s", _field("{}", "hybrid", "worker_rate_per_s")))
+        rows.append(("embedding /s: searching / idle", _embed_rates))
     if any("agentsview" in r for r in results.values()):
         rows.append(("agentsview sync s", _field("{:.1f}", "agentsview", "sync_s")))
         rows.append(("agentsview db MB", _field("{:.0f}", "agentsview", "db_mb")))

@@ -27,8 +27,12 @@ from indexer import schema as q
 
 _log = log.get("semantic")
 
-# Texts embedded per model call; measured best throughput on 2 cores (aivault/embed).
-EMBED_BATCH = 64
+# Texts per model call: small enough that the thread count can follow what else runs between
+# calls (~170 ms at one thread), large enough to keep llama.cpp's packing (same texts/s as 64).
+EMBED_CALL = 8
+# Two threads must beat one by this factor to be kept; else one thread for BOOST_BACKOFF_S.
+BOOST_MIN_GAIN = 1.25
+BOOST_BACKOFF_S = 60.0
 # Chunks read per step, and how often embedded vectors are published (made searchable).
 READ_BATCH = 256
 PUBLISH_EVERY_S = 5.0
@@ -80,13 +84,48 @@ class SemanticStats:
         self.rate_per_s = sum(k for _, k in self.rate_window[1:]) / span if span > 0 else 0.0
 
 
+class ThreadChooser:
+    """How many threads the next embedding call gets.
+
+    One while anything else wants the CPU (a scan pass, a merge, a recent search): llama.cpp's
+    worker threads wait on spin barriers, so with two threads and another busy process both slow
+    down badly. ``boost`` threads while the machine is otherwise quiet -- unless two threads
+    measured no faster than one (another process is busy), in which case one thread for a while.
+    Speed is measured in characters per second of embedded text, an EMA per thread count.
+    """
+
+    def __init__(self, base: int, boost: int) -> None:
+        self.base = base
+        self.boost = max(base, boost)
+        self.speed: dict[int, float] = {}
+        self._backoff_until = 0.0
+
+    def choose(self, quiet: bool) -> int:
+        if not quiet or self.boost == self.base or time.monotonic() < self._backoff_until:
+            return self.base
+        return self.boost
+
+    def observe(self, threads: int, chars: int, seconds: float) -> None:
+        if seconds <= 0 or chars <= 0:
+            return
+        rate = chars / seconds
+        old = self.speed.get(threads)
+        self.speed[threads] = rate if old is None else 0.7 * old + 0.3 * rate
+        base = self.speed.get(self.base)
+        if threads == self.boost != self.base and base and self.speed[threads] < BOOST_MIN_GAIN * base:
+            self._backoff_until = time.monotonic() + BOOST_BACKOFF_S
+            self.speed.pop(threads)  # measure afresh after the back-off
+            _log.info("embedding stays on one thread", boost_chars_per_s=round(rate), base_chars_per_s=round(base))
+
+
 class SemanticWorker:
     """The embedding loop; talks to the writer only through ``publish`` (which returns a future)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
                  publish: Callable[[Publication], Future[int]], after_publish: Callable[[int], None],
-                 prepare: Callable[[], int]) -> None:
+                 prepare: Callable[[], int], quiet: Callable[[], bool] = lambda: False) -> None:
         self._con = con
+        self._quiet = quiet
         self._make = make_embedder
         self._publish = publish
         self._after_publish = after_publish
@@ -150,6 +189,10 @@ class SemanticWorker:
         pending_vecs: list[np.ndarray] = []
         fresh: dict[int, np.ndarray] = {}
         last_publish = time.monotonic()
+        # Embedders without thread control (remote) keep one setting.
+        set_threads: Callable[[int], None] = getattr(embedder, "set_threads", lambda n: None)
+        base = int(getattr(embedder, "threads", 1))
+        chooser = ThreadChooser(base, int(getattr(embedder, "boost_threads", base)))
         while not self._stop.is_set():
             cur.execute("BEGIN TRANSACTION")
             try:
@@ -175,11 +218,16 @@ class SemanticWorker:
                     if h not in known and h not in fresh and h not in todo:
                         todo[h] = text
                 items = list(todo.items())
-                for i in range(0, len(items), EMBED_BATCH):
+                for i in range(0, len(items), EMBED_CALL):
                     if self._stop.is_set():
                         return
-                    part = items[i : i + EMBED_BATCH]
-                    vecs = embedder.embed([t for _, t in part])
+                    part = items[i : i + EMBED_CALL]
+                    texts = [t for _, t in part]
+                    threads = chooser.choose(self._quiet())
+                    set_threads(threads)
+                    t0 = time.perf_counter()
+                    vecs = embedder.embed(texts)
+                    chooser.observe(threads, sum(map(len, texts)), time.perf_counter() - t0)
                     for (h, _), v in zip(part, vecs, strict=True):
                         fresh[h] = v
                     pending_hashes += [h for h, _ in part]

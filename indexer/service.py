@@ -105,7 +105,12 @@ class IndexerService:
         self._compacting: str | None = None
         self._idle_compacted = False
         self.vec = VectorService(home, con, self.writer, lambda kind, arg: self._requests.put((kind, arg)),
-                                 make_embedder) if make_embedder is not None else None
+                                 make_embedder, busy=self._busy) if make_embedder is not None else None
+
+    def _busy(self) -> bool:
+        """A scan pass or a merge is running (read from the embedding thread; a stale answer only
+        delays its choice of thread count by one call)."""
+        return self.writer.segments.merging or any(slot.progress.running for slot in self.slots)
 
     # --- public, thread-safe ------------------------------------------------------------------
     @property

@@ -30,12 +30,15 @@ _log = log.get("vectors")
 
 SIDECAR_NAME = "vectors.faiss"
 SAVE_AFTER_IDLE_S = 30.0
+# Background embedding uses its extra thread only once searches have been quiet this long.
+QUIET_AFTER_SEARCH_S = 2.0
 VECTOR_CANDIDATES = 200
 
 
 class VectorService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, writer: Writer,
-                 submit: Callable[[str, Any], None], make_embedder: Callable[[], Embedder]) -> None:
+                 submit: Callable[[str, Any], None], make_embedder: Callable[[], Embedder],
+                 busy: Callable[[], bool] = lambda: False) -> None:
         self.home = home
         self.con = con
         self.writer = writer
@@ -48,7 +51,10 @@ class VectorService:
         self._removed_while_rebuilding: list[np.ndarray] = []
         self._dirty = False
         self._last_change = time.monotonic()
-        self.worker = SemanticWorker(con, self._load, self._publish, self._after_publish, self._prepare)
+        self._busy = busy
+        self._last_search = 0.0
+        self.worker = SemanticWorker(con, self._load, self._publish, self._after_publish, self._prepare,
+                                     quiet=self._quiet)
         self._embedder: Embedder | None = None
 
     @property
@@ -171,7 +177,15 @@ class VectorService:
         _log.info("vector index saved", count=index.count, epoch=vstate.epoch,
                   ms=round((time.perf_counter() - t0) * 1000))
 
+    def _quiet(self) -> bool:
+        """Nothing else wants the CPU: no scan pass or merge, no search for a little while."""
+        return time.monotonic() - self._last_search >= QUIET_AFTER_SEARCH_S and not self._busy()
+
     # --- query side -------------------------------------------------------------------------------
+    def note_search(self) -> None:
+        """Called as every search starts and ends: the background worker steps back to one thread."""
+        self._last_search = time.monotonic()
+
     def ready(self) -> bool:
         index = self.index
         return index is not None and index.count > 0 and self.query_embedder is not None
@@ -225,6 +239,9 @@ class ReadOnlyVectors:
         self._embedder: Embedder | None = None
         self._checked = False
         self._lock = threading.Lock()
+
+    def note_search(self) -> None:
+        """No background worker in a read-only process."""
 
     def _header(self) -> SidecarHeader | None:
         cur = self.con.cursor()

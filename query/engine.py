@@ -147,6 +147,16 @@ class Engine:
                 return {"kind": "malformed-cursor"}
             if pos.query_key != qk:
                 return {"kind": "malformed-cursor"}
+        if self.vectors is not None:
+            self.vectors.note_search()  # background embedding leaves the other core to searches
+            try:
+                return self._search(req, pos, qk, freshness_truncated, force_route)
+            finally:
+                self.vectors.note_search()
+        return self._search(req, pos, qk, freshness_truncated, force_route)
+
+    def _search(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
+                force_route: str | None) -> dict[str, Any]:
         # Decided before the clock starts: in a read-only process the first semantic query loads
         # the vector sidecar and the model, which is set-up, not search time (durationMs).
         family = force_route or ("hybrid" if prefers_semantic(req.text) and query_terms(req.text)

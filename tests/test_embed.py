@@ -473,3 +473,32 @@ def test_public_api() -> None:
     assert list(inspect.signature(LocalEmbedder.embed).parameters) == ["self", "texts"]
     assert list(inspect.signature(conv.convert).parameters) == ["model_name", "out_path"]
     assert embed.allowed_names() == ["all-minilm-l6-v2"]
+
+
+def test_thread_count_changes_keep_the_same_vectors(embedder: LocalEmbedder) -> None:
+    """set_threads switches llama.cpp's threads in place; the vectors do not depend on it."""
+    texts = ["the asyncio event loop was closed", "sourdough starter feeding schedule"]
+    one = embedder.embed(texts)
+    embedder.set_threads(2)
+    try:
+        assert embedder.threads == 2
+        two = embedder.embed(texts)
+    finally:
+        embedder.set_threads(1)
+    assert embedder.threads == 1
+    assert float(np.min(np.sum(one * two, axis=1))) >= 0.9999
+
+
+def test_background_threads_follow_activity_and_measured_speed() -> None:
+    """One thread while busy; the boost while quiet; back to one when two prove no faster."""
+    from indexer.semantic import BOOST_MIN_GAIN, ThreadChooser
+
+    c = ThreadChooser(1, 2)
+    assert c.choose(quiet=False) == 1 and c.choose(quiet=True) == 2
+    c.observe(1, 10_000, 1.0)
+    c.observe(2, int(10_000 * BOOST_MIN_GAIN) + 500, 1.0)  # worth it: stays on two
+    assert c.choose(quiet=True) == 2
+    c.observe(2, 8_000, 1.0)  # slower than one thread: another process is busy
+    c.observe(2, 8_000, 1.0)
+    assert c.choose(quiet=True) == 1 and c.choose(quiet=False) == 1
+    assert ThreadChooser(2, 2).choose(quiet=True) == 2  # a configured count is never changed
