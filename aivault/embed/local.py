@@ -38,9 +38,9 @@ from aivault.embed.models import DEFAULT_MODEL, BackendMissing, EmbedError, Mode
 # 2 threads did ~120-131 at 256 on an idle machine, but llama.cpp's CPU threads sync through
 # OpenMP spin barriers: with one other busy process (the daemon also scans, indexes and
 # answers searches) 2 threads fell to 4-40 texts/s while 1 thread held 20-67; OMP_WAIT_POLICY=
-# PASSIVE stops the collapse but also the gain (2 threads = 1 thread). So: one thread, which
-# leaves the other core to lexical indexing and search; n_threads=2 suits a one-shot rebuild on
-# an otherwise idle machine.
+# PASSIVE stops the collapse but also the gain (2 threads = 1 thread). So: one thread by
+# default, which leaves the other core to lexical indexing and search, and a switch to two
+# (set_threads) that the background worker makes only while nothing else runs.
 DEFAULT_N_BATCH = 256
 DEFAULT_N_THREADS = 1
 # The background worker may switch to this many threads while nothing else runs (no scan pass,
