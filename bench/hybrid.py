@@ -26,7 +26,7 @@ from indexer import schema as q
 from indexer.semantic import to_blob
 
 SAMPLE = 2000
-LEFT_FOR_WORKER = 3000
+LEFT_FOR_WORKER = 6000
 
 
 def inject_vectors(h: Home) -> dict[str, Any]:
@@ -90,12 +90,15 @@ def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[
         quiet(rpc)
         stats_before = rpc.call("aiVault.indexStats", {})
         t1 = time.monotonic()
+        if stats_before["semanticEmbedded"] >= stats_before["semanticEligible"]:
+            print("  (the worker finished before the searches: its rates below are not measured)", flush=True)
         res["daemon"] = time_queries(lambda qq: rpc.call("aiVault.searchSessions", {"query": qq, "limit": 20}),
                                      queries)
         elapsed = time.monotonic() - t1
         stats_after = rpc.call("aiVault.indexStats", {})
         res["worker_embedded_during"] = stats_after["semanticEmbedded"] - stats_before["semanticEmbedded"]
-        res["worker_rate_per_s"] = stats_after.get("semanticRatePerS")
+        res["worker_rate_per_s"] = (stats_after["semanticTextsEmbedded"] - stats_before["semanticTextsEmbedded"]) \
+            / elapsed
         res["measure_s"] = elapsed
         route_sample = rpc.call("aiVault.searchSessions", {"query": queries["5-term"][0], "debug": True})
         res["route_of_5_term"] = route_sample.get("debug", {}).get("route")
@@ -115,9 +118,10 @@ def idle_rate(rpc: Any, settle_s: float = 3.0, window_s: float = 10.0) -> float 
     t0 = time.monotonic()
     time.sleep(window_s)
     after = rpc.call("aiVault.indexStats", {})
-    if after["semanticEmbedded"] >= after["semanticEligible"]:
-        return None  # ran out of work within the window: no honest rate
-    return float((after["semanticEmbedded"] - before["semanticEmbedded"]) / (time.monotonic() - t0))
+    if after["semanticEmbedded"] >= after["semanticEligible"] or after.get("merging"):
+        return None  # ran out of work, or a merge shared the window: no honest rate
+    texts = after["semanticTextsEmbedded"] - before["semanticTextsEmbedded"]
+    return float(texts / (time.monotonic() - t0))
 
 
 def vector_part(h: Home, queries: dict[str, list[str]]) -> dict[str, float]:

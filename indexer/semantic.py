@@ -73,6 +73,7 @@ class SemanticStats:
     embedded_total: int = 0  # texts embedded by this process
     reused_total: int = 0  # chunks whose text already had a vector
     rate_per_s: float = 0.0
+    threads: int = 0  # llama.cpp threads of the last call
     rate_window: list[tuple[float, int]] = field(default_factory=list)
 
     def note(self, n: int) -> None:
@@ -225,6 +226,7 @@ class SemanticWorker:
                     texts = [t for _, t in part]
                     threads = chooser.choose(self._quiet())
                     set_threads(threads)
+                    self.stats.threads = threads
                     t0 = time.perf_counter()
                     vecs = embedder.embed(texts)
                     chooser.observe(threads, sum(map(len, texts)), time.perf_counter() - t0)

@@ -216,6 +216,8 @@ class VectorService:
             "semanticEligible": eligible,
             "semanticEmbedded": embedded,
             "semanticRatePerS": round(st.rate_per_s, 1),
+            "semanticTextsEmbedded": st.embedded_total,  # by this process, live (not only when committed)
+            "semanticThreads": st.threads,
             "semanticModel": vstate.fingerprint if vstate else None,
             "vectorIndex": {"kind": index.kind, "count": index.count} if index else None,
         }
