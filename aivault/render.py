@@ -108,8 +108,10 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
         elif state is not None:
             eligible, embedded = stats.get("semanticEligible", 0), stats.get("semanticEmbedded", 0)
             pct = f" ({100 * embedded / eligible:.0f}%)" if eligible else ""
+            threads = stats.get("semanticThreads") if state == "embedding" else None
+            on = f" on {threads} thread{'s' if threads != 1 else ''}" if threads else ""
             print(f"semantic {state}: embedded {embedded:,} of {eligible:,} chunks{pct} · "
-                  f"{stats.get('semanticRatePerS', 0):.1f}/s · model {stats.get('semanticModel') or '-'}", file=out)
+                  f"{stats.get('semanticRatePerS', 0):.1f}/s{on} · model {stats.get('semanticModel') or '-'}", file=out)
             if stats.get("semanticError"):
                 print(st(RED, f"  {stats['semanticError']}"), file=out)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +272,6 @@ def test_status_shows_semantic_coverage(home: Home, roots: dict[str, Path]) -> N
     finally:
         d.stop()
     assert "semantic" in out and "embedded 10 of 10" in out
-    time.sleep(0)
 
 
 def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_without_the_model(
