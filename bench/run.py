@@ -306,26 +306,28 @@ def _hybrid_latency(q: str) -> Callable[[dict[str, Any]], str]:
     return cell
 
 
+def _dig(r: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in a result, or None where a level is missing."""
+    v: Any = r
+    for key in path:
+        if key not in v:
+            return None
+        v = v[key]
+    return v
+
+
 def _field_pair(*path: str) -> Callable[[dict[str, Any]], str]:
     def cell(r: dict[str, Any]) -> str:
-        v: Any = r
-        for key in path:
-            if key not in v:
-                return "-"
-            v = v[key]
-        return f"{v['p50']:.1f} / {v['p95']:.1f}"
+        v = _dig(r, path)
+        return "-" if v is None else f"{v['p50']:.1f} / {v['p95']:.1f}"
 
     return cell
 
 
 def _field(fmt: str, *path: str) -> Callable[[dict[str, Any]], str]:
     def cell(r: dict[str, Any]) -> str:
-        v: Any = r
-        for key in path:
-            if key not in v:
-                return "-"
-            v = v[key]
-        return fmt.format(v)
+        v = _dig(r, path)
+        return "-" if v is None else fmt.format(v)
 
     return cell
 
