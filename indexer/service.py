@@ -338,13 +338,7 @@ class IndexerService:
             self._sweep()
             self.obs.last_sweep_at = now_ms()
             self.obs.full_passes += 1
-        for request in done:
-            summary = {**request.summary, "full": request.full, "failed": len(self.obs.failed),
-                       "problems": len(self.obs.problems), "generation": self.generation}
-            for fut in request.futures:
-                if not fut.done():
-                    fut.set_result(summary)
-            _log.info("pass committed", **summary)
+        # Persist first: whoever waits on the pass may read the observations (or write) next.
         try:
             self.writer.save_observations({
                 "lastReconcileAt": str(self.obs.last_reconcile_at or ""),
@@ -354,6 +348,13 @@ class IndexerService:
             })
         except duckdb.Error as exc:
             _log.warning("cannot persist observations", error=str(exc))
+        for request in done:
+            summary = {**request.summary, "full": request.full, "failed": len(self.obs.failed),
+                       "problems": len(self.obs.problems), "generation": self.generation}
+            for fut in request.futures:
+                if not fut.done():
+                    fut.set_result(summary)
+            _log.info("pass committed", **summary)
 
     # --- requests from other threads ----------------------------------------------------------
     def _drain_requests(self) -> None:

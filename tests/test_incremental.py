@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from aivault.codec import RpcRequest
 from aivault.protocol import METHOD_STATUS
@@ -172,38 +175,60 @@ def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(in
     from aivault.protocol import shard_of
 
     sid = "33333333-0000-4000-8000-000000000003"
+    slots = len(inproc_daemon.service.indexer.slots)
     shards_seen = set()
     for round_ in range(8):
         c = ClaudeWriter(roots["claude"], session_id=sid)
-        tmp = c.path.with_suffix(".new")
-        w = ClaudeWriter(roots["claude"], session_id=sid)
-        w.path = tmp
-        for i in range(round_ + 1):
-            w.user(f"round{round_} line {i} tapir")
-        os.replace(tmp, c.path)
+        # Filesystems reuse freed inodes, so pick the replacement among fresh files (all kept
+        # until the swap, so each has its own inode) to alternate the shard on purpose.
+        candidates: list[Path] = []
+        for attempt in range(64):
+            w = ClaudeWriter(roots["claude"], session_id=sid)
+            w.path = c.path.with_suffix(f".new{attempt}")
+            for i in range(round_ + 1):
+                w.user(f"round{round_} line {i} tapir")
+            candidates.append(w.path)
+            st = w.path.stat()
+            if shard_of(st.st_dev, st.st_ino, slots) == round_ % slots:
+                break
+        os.replace(candidates[-1], c.path)
+        for extra in candidates[:-1]:
+            extra.unlink()
         st = c.path.stat()
-        shards_seen.add(shard_of(st.st_dev, st.st_ino, len(inproc_daemon.service.indexer.slots)))
+        shards_seen.add(shard_of(st.st_dev, st.st_ino, slots))
         inproc_daemon.reconcile()
         [hit] = inproc_daemon.search("tapir")["hits"]
         assert hit["messageCount"] == round_ + 1
         assert len(inproc_daemon.search(f"round{round_}")["hits"]) == 1
         if round_:
             assert inproc_daemon.search(f"round{round_ - 1}")["hits"] == []
-    if len(inproc_daemon.service.indexer.slots) > 1:
+    if slots > 1:
         assert len(shards_seen) > 1, "the file never changed shard; the test proved less than it claims"
 
 
-def test_repeated_vocabulary_is_deduplicated_when_idle(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+def test_repeated_vocabulary_is_deduplicated_when_idle(inproc_daemon: InprocDaemon, roots: dict[str, Path],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Every scanner restart re-sends its vocabulary; the idle clean-up keeps one row per term."""
+    import indexer.service
+
+    # Hold the idle clean-up back while the test writes duplicates on its own thread.
+    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
     c = ClaudeWriter(roots["claude"])
     c.user(" ".join(f"uniqueword{i}" for i in range(12_000)))
     inproc_daemon.reconcile()
-    writer = inproc_daemon.service.indexer.writer
     con = inproc_daemon.service.con.cursor()
-    writer.con.execute("INSERT INTO vocab_log SELECT term FROM vocab_log")  # as after a restart
-    dupes = con.execute("SELECT count(*) - count(DISTINCT term) FROM vocab_log").fetchone()
-    assert dupes is not None and dupes[0] > 12_000
-    assert writer.dedupe_vocab() > 12_000
-    assert con.execute("SELECT count(*) - count(DISTINCT term) FROM vocab_log").fetchone() == (0,)
+    # Its own connection: the indexer thread may still be writing on the writer's (observations).
+    con.execute("INSERT INTO vocab_log SELECT term FROM vocab_log")  # as after a restart
+    dupes_sql = "SELECT count(*) - count(DISTINCT term) FROM vocab_log"
+    dupes = con.execute(dupes_sql).fetchone()
+    assert dupes is not None and dupes[0] >= 12_000
+    # Now let the indexer thread see that it is idle: it removes the repeats by itself.
+    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 0.0)
+    deadline = time.monotonic() + 30
+    while con.execute(dupes_sql).fetchone() != (0,):
+        assert time.monotonic() < deadline, "the idle clean-up never removed the repeated vocabulary"
+        time.sleep(0.05)
+    distinct = con.execute("SELECT count(DISTINCT term) FROM vocab_log").fetchone()
+    assert distinct is not None and distinct[0] >= 12_000
     con.close()
     assert len(inproc_daemon.search("uniqueword7")["hits"]) == 1
