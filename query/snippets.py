@@ -33,17 +33,35 @@ def _escape(text: str) -> str:
     return text.replace("[[", f"[{_ZWSP}[").replace("]]", f"]{_ZWSP}]")
 
 
+def _token_hit(token: str, terms: set[str]) -> tuple[str | None, bool]:
+    """The query term a surface token matches (or None), and whether only a CJK part of it is marked."""
+    if token.isascii():
+        # Every term an ASCII token yields (the word and its identifier parts) is a substring
+        # of its lower-cased form: most tokens are ruled out without cutting them into terms.
+        low = token.lower()
+        if low in terms:
+            return low, False
+        if not any(t in low for t in terms):
+            return None, False
+    produced = token_terms(normalize(token))
+    hit = next((t for t in produced if t in terms), None)
+    return hit, hit is not None and len(produced) > 1 and len(produced[0]) == 2 and hit in token
+
+
 def _spans(text: str, terms: set[str]) -> list[tuple[int, int, str]]:
     """(start, end, term) for every token of ``text`` that matches a query term."""
     out: list[tuple[int, int, str]] = []
+    seen: dict[str, tuple[str | None, bool]] = {}
     for m in iter_tokens(text):
         token = m.group(0)
-        produced = token_terms(normalize(token))
-        hit = next((t for t in produced if t in terms), None)
+        found = seen.get(token)
+        if found is None:
+            found = seen[token] = _token_hit(token, terms)
+        hit, partial = found
         if hit is None:
             continue
         start, end = m.span()
-        if len(produced) > 1 and len(produced[0]) == 2 and hit in token:
+        if partial:
             # A CJK run: mark only the part the query asked for, not the whole run.
             i = token.find(hit)
             out.append((start + i, start + i + len(hit), hit))
