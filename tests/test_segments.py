@@ -48,5 +48,16 @@ def test_compacting_merges_the_small_segments_but_never_rewrites_a_much_larger_o
     s = _set(49_600_000, 3_000)  # one new small segment: left alone, no 50M-row rewrite
     assert _compact(s, "all") == []
     s = _set(20_000_000, 9_000_000, 1_000, frozen=(300, 300))
+    assert _compact(s, "all") == [[300, 300, 1_000, 9_000_000, 20_000_000]]  # frozen ones too, in one sort
+    assert _sorted_sizes(s) == [29_001_600]
+
+
+def test_compacting_sorts_each_posting_once() -> None:
+    """The end of a one-shot index (a dozen equal tiers, frozen leftovers) is one merge, not tiers of tiers."""
+    s = _set(*([3_800_000] * 12), frozen=(300_000,) * 3)
     merges = _compact(s, "all")
-    assert merges[0] == [300, 300] and _sorted_sizes(s) == [29_001_600]
+    assert len(merges) == 1 and len(merges[0]) == 15
+    assert _sorted_sizes(s) == [12 * 3_800_000 + 900_000]
+    s = _set(40_000_000, *([300_000] * 10), frozen=(300_000,))  # the rest is small: the largest stays
+    assert _compact(s, "all") == [[300_000] * 11]
+    assert _sorted_sizes(s) == [3_300_000, 40_000_000]
