@@ -196,11 +196,12 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True) -> Any:
+def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True,
+                bulk: bool = False) -> Any:
     from broker.daemon import Daemon
 
     return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
-                  schedule=schedule, semantic=semantic)
+                  schedule=schedule, semantic=semantic, bulk=bulk)
 
 
 def cmd_serve(args: argparse.Namespace, home: Home) -> int:
@@ -238,7 +239,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     else:
         # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
         # embeds in the background.
-        daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors)
+        daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
         daemon.start()
         try:
             fut = daemon.service.indexer.reconcile(full=True)

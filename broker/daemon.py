@@ -53,7 +53,7 @@ def configured_roots(home: Home, extra: list[str]) -> list[str]:
 
 class Daemon:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
-                 schedule: bool = True, semantic: bool = True) -> None:
+                 schedule: bool = True, semantic: bool = True, bulk: bool = False) -> None:
         self.home = home.ensure()
         # Everything this process writes in the data directory (DuckDB creates its WAL lazily)
         # is the user's private data.
@@ -65,7 +65,7 @@ class Daemon:
             os.close(self._pid_fd)
             raise
         self.service = LocalService(home, con, meta, extra_roots=configured_roots(home, extra_roots or []),
-                                    default_roots=default_roots, schedule=schedule, semantic=semantic)
+                                    default_roots=default_roots, schedule=schedule, semantic=semantic, bulk=bulk)
         self.broker = Broker(home.rpc_endpoint, home.key(), self.handle)
         self._thread: threading.Thread | None = None
         self._watch: threading.Thread | None = None

@@ -78,8 +78,13 @@ class Observations:
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, history_days: int | None = None,
-                 scanners: int | None = None, make_embedder: Callable[[], Embedder] | None = None) -> None:
+                 scanners: int | None = None, make_embedder: Callable[[], Embedder] | None = None,
+                 bulk: bool = False) -> None:
         self.home = home
+        # Bulk load (a one-shot ``aivault index``): nobody is searching, so frozen segments wait
+        # unsorted and the final compaction sorts every posting once, instead of merging tiers
+        # alongside the scanners on the same cores (1M messages: 59 -> 54 s). A search ends it.
+        self.bulk = bulk
         self.lock = SegmentLock()
         self.con = con
         self.writer = Writer(con.cursor(), meta, self.lock)
@@ -301,7 +306,7 @@ class IndexerService:
         _log.info("batch", shard=slot.shard, seq=seq, files=len(h.get("files") or []), messages=applied.messages,
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
-        if self.writer.maybe_freeze():
+        if self.writer.maybe_freeze() and not self.bulk:
             self._start_merge()
 
     def _on_progress(self, slot: Slot, msg: IngestMessage) -> None:
@@ -378,6 +383,11 @@ class IndexerService:
                 self.writer.finish_merge(plan, rows)
                 _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
                 self._start_merge(compact=self._compacting)
+            elif kind == "end_bulk":
+                if self.bulk:
+                    self.bulk = False
+                    _log.info("bulk load ended: merging segments for searches")
+                    self._start_merge(compact=self._compacting)
             elif kind == "compact":
                 self.writer.maybe_freeze(force=True)
                 self._compacting = str(arg)
@@ -495,6 +505,11 @@ class IndexerService:
             self._requests.put(("merge_failed", (plan, str(exc))))
         finally:
             cur.close()
+
+    def end_bulk(self) -> None:
+        """Searches have started: merge as usual from now on (thread-safe, idempotent)."""
+        if self.bulk:
+            self._requests.put(("end_bulk", None))
 
     def compact(self, mode: str = "frozen") -> None:
         """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers)."""

@@ -66,9 +66,11 @@ def index_files(home: Home) -> list[Path]:
 
 class LocalService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
-                 default_roots: bool = True, schedule: bool = True, semantic: bool = True) -> None:
+                 default_roots: bool = True, schedule: bool = True, semantic: bool = True,
+                 bulk: bool = False) -> None:
         self.home = home
         self.semantic = semantic
+        self._bulk = bulk  # the first indexer only (see IndexerService)
         self.con = con
         self.extra_roots = extra_roots
         self.default_roots = default_roots
@@ -77,13 +79,15 @@ class LocalService:
         self._transition = threading.Lock()
         self.policy = policy_mod.load(home)
         self.indexer = self._new_indexer(meta)
+        self._bulk = False
         self.engine = self._new_engine()
 
     def _new_indexer(self, meta: Meta) -> IndexerService:
         return IndexerService(self.home, self.con, meta, extra_roots=self.extra_roots,
                               default_roots=self.default_roots, schedule=self.schedule,
                               history_days=self.policy.history_days,
-                              make_embedder=embedder_factory(self.home) if self.semantic else None)
+                              make_embedder=embedder_factory(self.home) if self.semantic else None,
+                              bulk=self._bulk)
 
     def _new_engine(self) -> Engine:
         ix = self.indexer
@@ -174,6 +178,7 @@ class LocalService:
         ix = self.indexer
         if not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0):
             return {"kind": "unavailable", "reason": "not-ready"}
+        ix.end_bulk()
         fresh_cut = False
         if req.freshness == "wait-until-current":
             # Waiting is coordination, not search: it is outside durationMs.

@@ -1,8 +1,19 @@
-"""The size-tiered merge policy (indexer/segments.py SegmentSet.plan), on registries of given sizes."""
+"""The size-tiered merge policy (indexer/segments.py SegmentSet.plan), on registries of given sizes,
+and the bulk load of a one-shot index on a real daemon."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import indexer.segments as seg_mod
+import indexer.service
+from aivault.home import Home
 from indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
+from tests.builders import ClaudeWriter
+from tests.conftest import root_args, wait_until
 
 
 def _set(*sizes: int, frozen: tuple[int, ...] = ()) -> SegmentSet:
@@ -61,3 +72,39 @@ def test_compacting_sorts_each_posting_once() -> None:
     s = _set(40_000_000, *([300_000] * 10), frozen=(300_000,))  # the rest is small: the largest stays
     assert _compact(s, "all") == [[300_000] * 11]
     assert _sorted_sizes(s) == [3_300_000, 40_000_000]
+
+
+def _states(daemon: Any) -> list[str]:
+    return [seg.state for seg in daemon.service.indexer.writer.segments.segments]
+
+
+def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: dict[str, Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot index leaves frozen segments unmerged until compaction; a search starts the merges."""
+    from broker.daemon import Daemon
+    from query.service import search_sessions
+
+    monkeypatch.setattr(seg_mod, "FREEZE_ROWS", 50)  # read at every batch
+    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)  # no idle compaction meanwhile
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
+    d.start()
+    sessions = 0
+    try:
+        for _ in range(L0_FANIN + 2):  # a batch or more per pass, each enough to freeze a segment
+            for _ in range(2):
+                ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{sessions}").user(
+                    f"walrus number {sessions} " + " ".join(f"w{sessions}x{j}" for j in range(60)))
+                sessions += 1
+            d.service.indexer.reconcile(True).result(60)
+        states = _states(d)
+        assert states.count("frozen") >= L0_FANIN and "sorted" not in states, states
+        # A search during a bulk load (another client through the daemon socket) ends it.
+        assert len(search_sessions({"query": "walrus", "limit": 100})["hits"]) == sessions
+        assert wait_until(lambda: "sorted" in _states(d), timeout=30), _states(d)
+        d.service.indexer.compact("all")
+        d.service.indexer.wait_merges()
+        assert wait_until(lambda: _states(d).count("sorted") == 1 and "frozen" not in _states(d), timeout=30)
+        assert len(search_sessions({"query": "walrus", "limit": 100})["hits"]) == sessions
+        assert len(search_sessions({"query": "w7x59"})["hits"]) == 1
+    finally:
+        d.close()
