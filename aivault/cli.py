@@ -246,8 +246,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             summary = _with_progress(fut.result, daemon.service.stats, bar)
             # Leave the index fully compact: the searches that follow a one-shot index run without a
             # daemon to merge in the background, and few sorted segments answer fastest.
-            daemon.service.indexer.compact("all")
-            daemon.service.indexer.wait_merges()
+            daemon.service.indexer.compact("all").result()
             lexical_s = time.monotonic() - t0
             if args.vectors:
                 _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
@@ -338,8 +337,7 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
         if value["rebuilding"]:
             bar = ProgressLine()
             summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
-            daemon.service.indexer.compact()
-            daemon.service.indexer.wait_merges()
+            daemon.service.indexer.compact().result()
     finally:
         daemon.close()
     if args.json:

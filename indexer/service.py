@@ -81,9 +81,10 @@ class IndexerService:
                  scanners: int | None = None, make_embedder: Callable[[], Embedder] | None = None,
                  bulk: bool = False) -> None:
         self.home = home
-        # Bulk load (a one-shot ``aivault index``): nobody is searching, so frozen segments wait
-        # unsorted and the final compaction sorts every posting once, instead of merging tiers
-        # alongside the scanners on the same cores (1M messages: 59 -> 54 s). A search ends it.
+        # Bulk load (a one-shot ``aivault index``): nobody is searching, so postings pile up in
+        # the active segment and the final compaction sorts each once, instead of freezing and
+        # merging tiers alongside the scanners on the same cores (1M messages: 59 -> 54 s).
+        # A search (another client on the daemon socket) ends it.
         self.bulk = bulk
         self.lock = SegmentLock()
         self.con = con
@@ -108,6 +109,7 @@ class IndexerService:
         self._refusals = 0
         self.last_batch_ms = 0.0
         self._compacting: str | None = None
+        self._compact_waiters: list[Future[None]] = []
         self._idle_compacted = False
         self.vec = VectorService(home, con, self.writer, lambda kind, arg: self._requests.put((kind, arg)),
                                  make_embedder, busy=self._busy) if make_embedder is not None else None
@@ -306,7 +308,7 @@ class IndexerService:
         _log.info("batch", shard=slot.shard, seq=seq, files=len(h.get("files") or []), messages=applied.messages,
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
-        if self.writer.maybe_freeze() and not self.bulk:
+        if not self.bulk and self.writer.maybe_freeze():
             self._start_merge()
 
     def _on_progress(self, slot: Slot, msg: IngestMessage) -> None:
@@ -386,16 +388,23 @@ class IndexerService:
             elif kind == "end_bulk":
                 if self.bulk:
                     self.bulk = False
-                    _log.info("bulk load ended: merging segments for searches")
+                    _log.info("bulk load ended: sorting its postings for searches")
+                    self.writer.maybe_freeze(force=True)
+                    self._compacting = self._compacting or "frozen"
                     self._start_merge(compact=self._compacting)
             elif kind == "compact":
+                mode, fut = arg
+                self._compact_waiters.append(fut)
                 self.writer.maybe_freeze(force=True)
-                self._compacting = str(arg)
+                self._compacting = str(mode)
                 self._start_merge(compact=self._compacting)
             elif kind == "merge_failed":
                 plan, err = arg
                 _log.error("segment merge failed", target=plan.target, error=err)
                 self.writer.segments.abandon(self.writer.con, plan)
+                # The index stays whole, only less compact: whoever waits on compaction goes on.
+                self._compacting = None
+                self._compaction_done()
 
     def _enqueue_pass(self, full: bool, fut: Future[dict[str, Any]] | None) -> None:
         # Coalesce with a request not yet handed to any scanner.
@@ -492,6 +501,7 @@ class IndexerService:
         plan = self.writer.plan_merge(compact=compact)
         if plan is None:
             self._compacting = None
+            self._compaction_done()
             return
         self._merge_thread = threading.Thread(target=self._merge, args=(plan,), name="merge", daemon=True)
         self._merge_thread.start()
@@ -511,23 +521,25 @@ class IndexerService:
         if self.bulk:
             self._requests.put(("end_bulk", None))
 
-    def compact(self, mode: str = "frozen") -> None:
-        """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers)."""
-        self._requests.put(("compact", mode))
+    def compact(self, mode: str = "frozen") -> Future[None]:
+        """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers).
+
+        The future resolves when no merge is left to run in that mode (or the indexer stops).
+        """
+        fut: Future[None] = Future()
+        self._requests.put(("compact", (mode, fut)))
+        return fut
+
+    def _compaction_done(self) -> None:
+        waiters, self._compact_waiters = self._compact_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def wait_idle(self, timeout_s: float = 600.0) -> None:
         """Block until every requested pass has committed (nothing pending)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self._pending and not self.closed:
-            time.sleep(0.05)
-
-    def wait_merges(self, timeout_s: float = 600.0) -> None:
-        """Block until no merge is running (used by `aivault index` and the bench)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            t = self._merge_thread
-            if (t is None or not t.is_alive()) and self._requests.empty() and not self.writer.segments.merging:
-                return
             time.sleep(0.05)
 
     # --- shutdown -------------------------------------------------------------------------------
@@ -571,4 +583,5 @@ class IndexerService:
             t.join(30)
         self._drain_requests()
         self._fail_pending("the indexer stopped before the pass finished")
+        self._compaction_done()
         self.closed = True
