@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,10 @@ class Engine:
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
         self._cursors_lock = threading.Lock()
+        # The query's embedding and nearest-neighbour search run here while the lexical ranking
+        # runs in DuckDB: both release the GIL, so on two cores they overlap.
+        self._vector_pool = ThreadPoolExecutor(1, thread_name_prefix="query-vectors") \
+            if vectors is not None else None
         # Called after a page is assembled and before the generation fence is checked; tests use
         # it to land a real write in exactly that window.
         self.assembly_hook: Callable[[], None] | None = None
@@ -105,6 +110,8 @@ class Engine:
         return cur
 
     def close(self) -> None:
+        if self._vector_pool is not None:
+            self._vector_pool.shutdown(wait=True)
         with self._cursors_lock:
             for cur in self._cursors:
                 with contextlib.suppress(duckdb.Error):
@@ -212,6 +219,8 @@ class Engine:
         """The whole fused candidate list (bounded), from which the page is cut."""
         lexical_route = "any"
         lex_updated: dict[int, int] = {}
+        assert self.vectors is not None and self._vector_pool is not None
+        pending = self._vector_pool.submit(self.vectors.search, req.text, VECTOR_CANDIDATES)
         if family == "hybrid":
             lex_plan, lexical = self._rank(cur, req, snap, 0, HYBRID_CANDIDATES)
             lexical_route, lex_updated = lex_plan.route, lex_plan.updated
@@ -220,8 +229,7 @@ class Engine:
         else:
             lexical = []
             plan = Plan("vector", query_terms(req.text), tried=["vector"])
-        assert self.vectors is not None
-        found = self.vectors.search(req.text, VECTOR_CANDIDATES)
+        found = pending.result()
         filt_sql, filt_args = _filters(req)
         vector = vector_sessions(cur, found[0] if found else np.zeros(0, np.int64), filt_sql, filt_args,
                                  req.scope == "conversation")
