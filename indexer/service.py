@@ -9,6 +9,7 @@ read-only properties.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,10 +137,12 @@ class IndexerService:
     def reconcile(self, full: bool) -> Future[dict[str, Any]]:
         """Ask for a scan pass that starts after this call; the future resolves when it is committed."""
         fut: Future[dict[str, Any]] = Future()
-        if self.closed:
-            fut.set_exception(RuntimeError("the indexer is closed"))
-            return fut
         self._requests.put(("reconcile", (full, fut)))
+        # Checked after the put: `closed` is set before the loop's last drain, so a request put
+        # while it was still False is handled (or failed) by that drain.
+        if self.closed:
+            with contextlib.suppress(InvalidStateError):  # the last drain may have failed it first
+                fut.set_exception(RuntimeError("the indexer is closed"))
         return fut
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -528,12 +531,15 @@ class IndexerService:
         """
         fut: Future[None] = Future()
         self._requests.put(("compact", (mode, fut)))
+        if self.closed:  # as in reconcile(): nothing will merge any more
+            with contextlib.suppress(InvalidStateError):
+                fut.set_result(None)
         return fut
 
     def _compaction_done(self) -> None:
         waiters, self._compact_waiters = self._compact_waiters, []
         for fut in waiters:
-            if not fut.done():
+            with contextlib.suppress(InvalidStateError):
                 fut.set_result(None)
 
     def wait_idle(self, timeout_s: float = 600.0) -> None:
@@ -546,7 +552,7 @@ class IndexerService:
     def _fail_pending(self, reason: str) -> None:
         for request in self._pending.values():
             for fut in request.futures:
-                if not fut.done():
+                with contextlib.suppress(InvalidStateError):  # the caller may have settled it
                     fut.set_exception(RuntimeError(reason))
         self._pending.clear()
 
@@ -581,7 +587,7 @@ class IndexerService:
         if t is not None and t.is_alive():
             self.con.interrupt()
             t.join(30)
+        self.closed = True  # before the last drain: see reconcile()
         self._drain_requests()
         self._fail_pending("the indexer stopped before the pass finished")
         self._compaction_done()
-        self.closed = True

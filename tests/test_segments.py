@@ -114,3 +114,20 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         assert len(search_sessions({"query": "w7x59"})["hits"]) == 1
     finally:
         d.close()
+
+
+def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
+    """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
+    from broker.daemon import Daemon
+
+    ClaudeWriter(roots["claude"]).user("a walrus in the index")
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
+    d.start()
+    ix = d.service.indexer
+    ix.reconcile(True).result(60)
+    ix.stop()
+    compact, reconcile = ix.compact("all"), ix.reconcile(True)
+    assert compact.result(timeout=5) is None  # a TimeoutError here is the hang this test is about
+    with pytest.raises(RuntimeError, match="closed"):
+        reconcile.result(timeout=5)
+    d.close()
