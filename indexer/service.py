@@ -499,7 +499,9 @@ class IndexerService:
 
     # --- merges ---------------------------------------------------------------------------------
     def _start_merge(self, *, compact: str | None = None) -> None:
-        if self._merge_thread is not None and self._merge_thread.is_alive():
+        if self.writer.segments.merging:
+            # A merge is running, or done and not yet registered: its "merged" request carries
+            # on (in the compaction mode, if any); planning now would wrongly find nothing to do.
             return
         plan = self.writer.plan_merge(compact=compact)
         if plan is None:
