@@ -19,10 +19,13 @@ from pathlib import Path
 
 import duckdb
 
+from aivault import log
 from aivault.errors import IndexLocked
 from aivault.home import Home
 from aivault.text import TOKENIZER_VERSION
 from indexer import schema as q
+
+_log = log.get("indexer.store")
 
 # DuckDB's own defaults take 80% of RAM; the indexer's budget (issue: <= 1.5 GB RSS) is far less.
 MEMORY_LIMIT = os.environ.get("AIVAULT_DUCKDB_MEMORY", "1GB")
@@ -133,6 +136,50 @@ def read_meta(con: duckdb.DuckDBPyConnection) -> Meta:
     return Meta(str(row[0]), *(int(r) for r in row[1:]))
 
 
+# Rows every batch appends carry ids drawn from a counter in ``meta`` that advances in the same
+# transaction, so a row whose id is at or past its counter belongs to a commit that never
+# finished. (table, id column, meta counter)
+_WATERMARKED = (("chunks", "chunk", "next_chunk"), ("sessions", "sess", "next_sess"),
+                ("files", "file_id", "next_file"))
+
+
+def unfinished_rows(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int]:
+    """Rows of a commit that never finished, per table (normally none).
+
+    DuckDB 1.5.5 can bring them back: a process killed while committing a batch large enough
+    for DuckDB to write its rows straight into the file (over one row group, 122,880 rows:
+    every batch's postings) may, on the next open, show that batch's postings although the
+    rest of the transaction (its chunks, the meta row) is gone. Measured here: kill -9 at a
+    random moment of a loop of such commits left one in 8-15 such openings with exactly one
+    extra batch of rows (and never a rolled-back transaction's rows). Each counted table is
+    scanned with a filter DuckDB answers from row-group min/max, so a clean index costs ~ms.
+    """
+    out: dict[str, int] = {}
+    checks = [(t, col, getattr(meta, counter)) for t, col, counter in _WATERMARKED]
+    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()]
+    for table, col, watermark in checks:
+        row = con.execute(f"SELECT count(*) FROM {table} WHERE {col} >= ?", [watermark]).fetchone()
+        if row and row[0]:
+            out[table] = int(row[0])
+    return out
+
+
+def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int]:
+    """Delete the rows of an unfinished commit (see ``unfinished_rows``); returns what went."""
+    found = unfinished_rows(con, meta)
+    if not found:
+        return found
+    cols = {t: (col, getattr(meta, counter)) for t, col, counter in _WATERMARKED}
+    with transaction(con):
+        for table in found:
+            col, watermark = cols.get(table, ("chunk", meta.next_chunk))
+            con.execute(f"DELETE FROM {table} WHERE {col} >= ?", [watermark])
+    con.execute("CHECKPOINT")
+    _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
+                 "committing; DuckDB had kept part of that commit)", rows=found)
+    return found
+
+
 def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     home.ensure()
     old = os.umask(0o077)
@@ -141,8 +188,32 @@ def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     finally:
         os.umask(old)
     meta = migrate(con)
+    repair_unfinished(con, meta)
     return con, meta
 
 
+def _wal(home: Home) -> Path:
+    return Path(str(home.db_path) + ".wal")
+
+
 def open_reader(home: Home) -> duckdb.DuckDBPyConnection:
+    """A read-only handle. If the last writer died (its WAL is still there) and left rows of an
+    unfinished commit, and no writer holds the file now, those rows are removed first (a read-only
+    handle cannot remove them, and a search would count them)."""
+    con = connect(home.db_path, read_only=True)
+    if not _wal(home).exists():
+        return con
+    try:
+        dirty = bool(unfinished_rows(con, read_meta(con)))
+    except duckdb.Error:
+        return con  # a schema this version cannot read is reported by the caller's own queries
+    if not dirty:
+        return con
+    con.close()
+    try:
+        wcon, _ = open_writer(home)
+    except IndexLocked:
+        pass  # a writer holds it, and repaired it when it opened
+    else:
+        wcon.close()
     return connect(home.db_path, read_only=True)
