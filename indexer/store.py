@@ -156,7 +156,9 @@ def unfinished_rows(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int
     """
     out: dict[str, int] = {}
     checks = [(t, col, getattr(meta, counter)) for t, col, counter in _WATERMARKED]
-    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()]
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()
+               if name in tables]
     for table, col, watermark in checks:
         row = con.execute(f"SELECT count(*) FROM {table} WHERE {col} >= ?", [watermark]).fetchone()
         if row and row[0]:
