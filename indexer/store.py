@@ -216,6 +216,10 @@ def open_reader(home: Home) -> duckdb.DuckDBPyConnection:
         wcon, _ = open_writer(home)
     except IndexLocked:
         pass  # a writer holds it, and repaired it when it opened
+    except (duckdb.Error, OSError) as exc:
+        _log.warning("the index holds rows of a commit that never finished and could not be opened to remove "
+                     "them; searches may count them until `aivault index` or `aivault serve` runs",
+                     error=str(exc))
     else:
         wcon.close()
     return connect(home.db_path, read_only=True)
