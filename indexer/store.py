@@ -143,6 +143,24 @@ _WATERMARKED = (("chunks", "chunk", "next_chunk"), ("sessions", "sess", "next_se
                 ("files", "file_id", "next_file"))
 
 
+def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int]]:
+    """(table, id column, first id no commit has handed out) for every table a batch appends to."""
+    checks = [(t, col, int(getattr(meta, counter))) for t, col, counter in _WATERMARKED]
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()
+               if name in tables]
+    return checks
+
+
+def _unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int, int]]:
+    out = []
+    for table, col, watermark in _watermark_checks(con, meta):
+        row = con.execute(f"SELECT count(*) FROM {table} WHERE {col} >= ?", [watermark]).fetchone()
+        if row and row[0]:
+            out.append((table, col, watermark, int(row[0])))
+    return out
+
+
 def unfinished_rows(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int]:
     """Rows of a commit that never finished, per table (normally none).
 
@@ -154,32 +172,22 @@ def unfinished_rows(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int
     extra batch of rows (and never a rolled-back transaction's rows). Each counted table is
     scanned with a filter DuckDB answers from row-group min/max, so a clean index costs ~ms.
     """
-    out: dict[str, int] = {}
-    checks = [(t, col, getattr(meta, counter)) for t, col, counter in _WATERMARKED]
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()
-               if name in tables]
-    for table, col, watermark in checks:
-        row = con.execute(f"SELECT count(*) FROM {table} WHERE {col} >= ?", [watermark]).fetchone()
-        if row and row[0]:
-            out[table] = int(row[0])
-    return out
+    return {table: n for table, _, _, n in _unfinished(con, meta)}
 
 
 def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, int]:
     """Delete the rows of an unfinished commit (see ``unfinished_rows``); returns what went."""
-    found = unfinished_rows(con, meta)
+    found = _unfinished(con, meta)
     if not found:
-        return found
-    cols = {t: (col, getattr(meta, counter)) for t, col, counter in _WATERMARKED}
+        return {}
     with transaction(con):
-        for table in found:
-            col, watermark = cols.get(table, ("chunk", meta.next_chunk))
+        for table, col, watermark, _ in found:
             con.execute(f"DELETE FROM {table} WHERE {col} >= ?", [watermark])
     con.execute("CHECKPOINT")
+    removed = {table: n for table, _, _, n in found}
     _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
-                 "committing; DuckDB had kept part of that commit)", rows=found)
-    return found
+                 "committing; DuckDB had kept part of that commit)", rows=removed)
+    return removed
 
 
 def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:

@@ -211,15 +211,9 @@ os._exit(0)  # no close, no checkpoint: the rows live in the WAL, as after a cra
 
 
 def _leak(home: Home) -> dict[str, int]:
-    from indexer.store import read_meta, unfinished_rows
-
     subprocess.run([sys.executable, "-c", _LEAK, str(home.db_path)], env=cli_env(home.path), check=True, timeout=60)
     assert Path(str(home.db_path) + ".wal").exists()
-    con = duckdb.connect(str(home.db_path), read_only=True)
-    try:
-        return unfinished_rows(con, read_meta(con))
-    finally:
-        con.close()
+    return _unfinished(home)
 
 
 def _unfinished(home: Home) -> dict[str, int]:
@@ -232,11 +226,14 @@ def _unfinished(home: Home) -> dict[str, int]:
         con.close()
 
 
+def _index_args(roots: dict[str, Path]) -> list[str]:
+    return ["index", "--no-default-roots", *[a for r in root_args(roots) for a in ("--root", r)]]
+
+
 def _small_index(home: Home, roots: dict[str, Path]) -> None:
     for i in range(3):
         ClaudeWriter(roots["claude"]).user(f"walrus tusk number {i}").assistant(f"the walrus answer {i}")
-    args = ["index", "--no-default-roots", *[a for r in root_args(roots) for a in ("--root", r)]]
-    run_cli(home.path, *args, check=True)
+    run_cli(home.path, *_index_args(roots), check=True)
 
 
 @pytest.mark.parametrize("opener", ["reader", "writer"])
@@ -250,8 +247,7 @@ def test_rows_of_an_unfinished_commit_are_removed_on_open(home: Home, roots: dic
     if opener == "reader":  # a search without a daemon opens read-only, sees the dead writer's WAL
         after = run_cli(home.path, "search", "--json", "walrus", check=True)
     else:  # the next indexer
-        after = run_cli(home.path, "index", "--no-default-roots",
-                        *[a for r in root_args(roots) for a in ("--root", r)], check=True)
+        after = run_cli(home.path, *_index_args(roots), check=True)
     again = json.loads(run_cli(home.path, "search", "--json", "walrus", check=True).stdout)
     assert [h["sessionId"] for h in again["hits"]] == [h["sessionId"] for h in before["hits"]]
     assert _unfinished(home) == {}
