@@ -19,6 +19,7 @@ from scanner.jsonutil import (
     LineParser,
     ParserStateError,
     compact_json,
+    count_reason,
     first_line_title,
     state_int,
     state_list,
@@ -57,6 +58,28 @@ _MARKUP_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
 _SUBAGENT_TITLE_PREFIX = "subagent: "
 
 _KIND_CODE: dict[str, bytes] = {"text": b"t", "thinking": b"h", "tool_call": b"c"}
+
+# Record types FORMATS.md §1 names that carry no message; any other type is counted by name in
+# ParseStats.extra ("unknown_record:<type>") so that format drift shows up instead of vanishing.
+BOOKKEEPING_TYPES = frozenset(
+    {
+        "custom-title",
+        "ai-title",
+        "agent-name",
+        "last-prompt",
+        "attachment",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "permission-mode",
+        "mode",
+        "worktree-state",
+        "relocated",
+        "pr-link",
+        "frame-link",
+        "bridge-session",
+    }
+)
 
 
 def is_injected(text: str) -> bool:
@@ -270,14 +293,18 @@ class ClaudeParser(LineParser):
             out = self._user(obj, ms)
         elif rtype == "system":
             out = self._system(obj, ms)
+        elif rtype == "summary":
+            out = self._summary(obj, ms)
+        elif rtype == "tool_use" or rtype == "tool_result":
+            out = self._bare_tool_record(rtype, obj, ms)
         else:
             out = []
-            if rtype == "summary":
-                self._summary(obj)
-            elif rtype == "custom-title":
+            if rtype == "custom-title":
                 self._custom_title = _clean_title(obj.get("customTitle")) or self._custom_title
             elif rtype == "ai-title":
                 self._ai_title = _clean_title(obj.get("aiTitle")) or self._ai_title
+            elif rtype not in BOOKKEEPING_TYPES:
+                count_reason(self.stats, "unknown_record", rtype)
         if out is None:
             return None
 
@@ -324,20 +351,67 @@ class ClaudeParser(LineParser):
                     kept.append([leaf, summary])
             self._pending = kept
 
-    def _summary(self, obj: dict[str, Any]) -> None:
+    def _summary(self, obj: dict[str, Any], ms: int | None) -> list[Message]:
+        """A summary record: a title candidate, and for the compaction shape also a message.
+
+        Two shapes exist: ``{summary, leafUuid}`` (Claude Code) and a compaction summary written
+        as a conversation line, ``{uuid, sessionId, message:{content}}`` (agent-history's
+        fixtures). The first is only a title; the second is also the text the conversation
+        continues from, indexed like an ``isCompactSummary`` line.
+        """
+        out: list[Message] = []
         summary = obj.get("summary")
-        leaf = obj.get("leafUuid")
-        if not isinstance(summary, str) or not isinstance(leaf, str):
-            return
+        if not isinstance(summary, str):
+            msg = obj.get("message")
+            summary = _blocks_text(msg.get("content")) if type(msg) is dict else ""
+            if summary.strip():
+                out.append(Message("system", "text", summary, ms))
         title = first_line_title(summary, SUMMARY_TITLE_MAX_CHARS)
         if title is None:
-            return
+            count_reason(self.stats, "unparsed_record", "summary")
+            return out
+        sid = obj.get("sessionId")
+        if isinstance(sid, str) and sid:
+            # The summary says whose it is: trusted for this session only. The first sessionId
+            # of the file is this session's id, and this line may be the one that sets it.
+            if self._first_sid is None or sid == self._first_sid:
+                self._summary_title = title
+            return out
+        # Otherwise the leaf tells: a summary of a conversation whose last line is not in this
+        # file describes another session (FORMATS.md §1).
+        leaf = obj.get("leafUuid")
+        if not isinstance(leaf, str):
+            return out
         if _uuid_hash(leaf) in self._recent_uuids:
             self._summary_title = title
-            return
+            return out
         self._pending.append([leaf, title])
         if len(self._pending) > PENDING_SUMMARIES_MAX:
             del self._pending[0]
+        return out
+
+    def _bare_tool_record(self, rtype: str, obj: dict[str, Any], ms: int | None) -> list[Message]:
+        """A tool call or result written as a record of its own rather than a content block.
+
+        Seen in agent-sessions' schema_drift fixture: ``{type:"tool_use", name, input}`` and
+        ``{type:"tool_result", name, output}``. Anything else of these types is counted as
+        unparsed.
+        """
+        if rtype == "tool_use":
+            name = obj.get("name")
+            if isinstance(name, str) and name:
+                tool_input = obj.get("input")
+                text = name if tool_input is None else name + " " + compact_json(tool_input)
+                return [Message("assistant", "tool_call", text, ms)]
+        else:
+            for key in ("output", "content"):
+                value = obj.get(key)
+                if value is not None:
+                    # A structured output is still searchable as JSON; strings and blocks as text.
+                    result = _blocks_text(value) if isinstance(value, str | list) else compact_json(value)
+                    return [Message("tool", "tool_result", result, ms)] if result else []
+        count_reason(self.stats, "unparsed_record", rtype)
+        return []
 
     def _emit_user_text(self, out: list[Message], text: str, ms: int | None) -> None:
         if not text or text.isspace() or is_injected(text):

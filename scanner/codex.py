@@ -19,6 +19,7 @@ from scanner.jsonutil import (
     LineParser,
     ParserStateError,
     compact_json,
+    count_reason,
     first_line_title,
     loads_line,
     state_int,
@@ -54,8 +55,17 @@ RESPONSE_ITEM_TYPES = frozenset(
         "custom_tool_call_output",
         "local_shell_call",
         "web_search_call",
+        # The generic call/result pair of agent-sessions' 0.106 and schema_drift fixtures.
+        "tool_call",
+        "tool_result",
+        "function_result",
     }
 )
+# Items and records that are state, not conversation (FORMATS.md §2); any other unknown type is
+# counted by name in ParseStats.extra so that format drift shows up instead of vanishing.
+BOOKKEEPING_ITEM_TYPES = frozenset({"compaction", "ghost_snapshot"})
+BOOKKEEPING_RECORD_TYPES = frozenset({"world_state", "inter_agent_communication"})
+_TOOL_RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "tool_result", "function_result"})
 _EVENT_MESSAGE_TYPES = frozenset({"user_message", "agent_message", "agent_reasoning"})
 _ROLLOUT_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -140,6 +150,12 @@ def _output_text(output: object, depth: int = 0) -> str:
         for key in ("output", "content"):
             if key in output:
                 return _output_text(output[key], depth + 1)
+        # A process result ({stdout, stderr, exitCode}): the streams are what gets searched;
+        # JSON would turn their newlines into escapes.
+        streams = [output.get(key) for key in ("stdout", "stderr")]
+        joined = "\n".join(s for s in streams if isinstance(s, str) and s)
+        if joined:
+            return joined
     return compact_json(output)
 
 
@@ -171,6 +187,7 @@ class CodexParser(LineParser):
     """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser)."""
 
     agent = "codex"
+    fallback_time_key = "created_at"  # the envelope-less records of schema_drift.jsonl
 
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.path = path
@@ -294,10 +311,16 @@ class CodexParser(LineParser):
                     out = []
             else:
                 out = []
+                if rtype not in BOOKKEEPING_RECORD_TYPES:
+                    count_reason(self.stats, "unknown_record", rtype)
         elif "record_type" in obj:
             out = []
         elif isinstance(rtype, str) and rtype in RESPONSE_ITEM_TYPES:
             out = self._response_item(obj, ms)
+        elif rtype is None and isinstance(obj.get("role"), str):
+            # A bare chat message, {role, content} or {role, message} (schema_drift.jsonl).
+            text = obj["content"] if "content" in obj else obj.get("message")
+            out = self._response_item({"type": "message", "role": obj["role"], "content": text}, ms)
         elif rtype is None and not self._meta_seen and isinstance(obj.get("id"), str) and "timestamp" in obj:
             # The bare SessionMeta header of early Rust rollouts.
             self._session_meta(obj)
@@ -374,7 +397,7 @@ class CodexParser(LineParser):
         if ptype == "reasoning":
             self._items_seen = True
             return self._reasoning(payload, ms)
-        if ptype == "function_call":
+        if ptype == "function_call" or ptype == "tool_call":
             name = _tool_name(payload, "function")
             args = _arguments_text(payload.get("arguments"))
             return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
@@ -389,9 +412,11 @@ class CodexParser(LineParser):
             action = payload.get("action")
             args = compact_json(action) if action is not None else ""
             return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
-        if ptype == "function_call_output" or ptype == "custom_tool_call_output":
-            output = _output_text(payload.get("output"))
+        if ptype in _TOOL_RESULT_TYPES:
+            output = _output_text(payload["output"] if "output" in payload else payload.get("result"))
             return [Message("tool", "tool_result", output, ms)] if output else []
+        if ptype not in BOOKKEEPING_ITEM_TYPES:
+            count_reason(self.stats, "unknown_item", ptype if isinstance(ptype, str) else "(none)")
         return []
 
     def _reasoning(self, payload: dict[str, Any], ms: int | None) -> list[Message]:

@@ -10,7 +10,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -21,6 +21,10 @@ _ONE_MS = timedelta(milliseconds=1)
 # Below these an epoch number is not a plausible transcript time (FORMATS.md §0 rule 5).
 _EPOCH_MS_MIN = 1e12
 _EPOCH_S_MIN = 1e9
+# ParseStats.extra travels in every saved parser state, and its keys partly come from the file
+# (a record type nobody knows yet): cap how many distinct keys and how long a key may get.
+EXTRA_KEYS_MAX = 24
+REASON_DETAIL_MAX_CHARS = 40
 
 # Node's JSON.stringify writes an unpaired UTF-16 surrogate as a backslash-u D800..DFFF escape (a tool output
 # cut in the middle of an emoji); orjson rejects those, and Python's json would let them through
@@ -113,6 +117,21 @@ def compact_json(obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def count_reason(stats: ParseStats, reason: str, detail: str | None = None) -> None:
+    """Count one skipped record in ``stats.extra`` under ``reason``, or ``"reason:detail"``.
+
+    Once EXTRA_KEYS_MAX distinct keys exist, a new detail is counted under ``"reason:other"``,
+    so a file full of made-up record types cannot grow the state without bound.
+    """
+    extra = stats.extra
+    key = reason
+    if detail is not None:
+        key = f"{reason}:{detail[:REASON_DETAIL_MAX_CHARS]}"
+        if key not in extra and len(extra) >= EXTRA_KEYS_MAX:
+            key = f"{reason}:other"
+    extra[key] = extra.get(key, 0) + 1
+
+
 class ParserStateError(ValueError):
     """A saved parser state this version cannot continue from; re-parse the file from its start."""
 
@@ -166,6 +185,8 @@ class LineParser(ABC):
     object has an unexpected shape (counted as malformed; nothing else of it is kept).
     """
 
+    # Where a record's time is when it has no "timestamp" (some writers use another name).
+    fallback_time_key: ClassVar[str | None] = None
     stats: ParseStats
     _started: int | None
     _updated: int | None
@@ -183,6 +204,8 @@ class LineParser(ABC):
                 stats.malformed += 1
             return []
         ts = obj.get("timestamp")
+        if ts is None and self.fallback_time_key is not None:
+            ts = obj.get(self.fallback_time_key)
         ms = to_epoch_ms(ts) if ts is not None else None
         out = self._record(obj, ms)
         if out is None:

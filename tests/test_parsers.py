@@ -13,6 +13,7 @@ import pytest
 from scanner.claude import ClaudeParser
 from scanner.codex import CodexParser, read_session_index
 from scanner.jsonutil import (
+    EXTRA_KEYS_MAX,
     ParserStateError,
     compact_json,
     first_line_title,
@@ -417,7 +418,7 @@ def test_claude_title_precedence_latest_of_each_kind_wins() -> None:
 
 
 def test_claude_summary_needs_its_leaf_in_this_file() -> None:
-    """A summary counts only when its leafUuid is a line of this file, before or after the summary line."""
+    """A summary without a sessionId counts only when its leafUuid is a line of this file, before or after it."""
     parser = ClaudeParser("/x/s.jsonl")
     feed_all(
         parser,
@@ -450,6 +451,56 @@ def test_claude_pending_summaries_are_bounded() -> None:
     assert parser.session.title == "x"
     parser.feed(encode(claude_user("leaf-24", "y")))
     assert parser.session.title == "summary 24"
+
+
+def test_claude_summary_carrying_a_session_id_is_trusted_for_that_session_only() -> None:
+    """A summary's own sessionId decides: another session's is ignored even if its leaf is here."""
+    parser = ClaudeParser("/x/s.jsonl")
+    feed_all(
+        parser,
+        [
+            claude_user("u1", "first prompt"),
+            {"type": "summary", "summary": "Another session", "leafUuid": "u1", "sessionId": "other-session"},
+        ],
+    )
+    assert parser.session.title == "first prompt"
+    parser.feed(encode({"type": "summary", "summary": "This session", "sessionId": SID}))
+    assert parser.session.title == "This session"
+
+
+def test_claude_records_skipped_for_an_unknown_shape_are_counted_by_reason() -> None:
+    """Unknown record types and tool/summary records of no known shape are counted in stats.extra by reason."""
+    parser = ClaudeParser("/x/s.jsonl")
+    out = feed_all(
+        parser,
+        [
+            {"type": "frobnicate", "sessionId": SID},
+            {"type": "frobnicate", "sessionId": SID},
+            {"type": "tool_use", "input": {"command": "ls"}},
+            {"type": "tool_result", "name": "bash", "exitCode": 1},
+            {"type": "summary", "leafUuid": "u1"},
+            {"type": "permission-mode", "permissionMode": "default", "sessionId": SID},
+        ],
+    )
+    assert out == []
+    assert parser.stats.skipped == 6
+    assert parser.stats.extra == {
+        "unknown_record:frobnicate": 2,
+        "unparsed_record:tool_use": 1,
+        "unparsed_record:tool_result": 1,
+        "unparsed_record:summary": 1,
+    }
+
+
+def test_skip_reason_keys_are_capped() -> None:
+    """Hundreds of made-up record types keep stats.extra to a bounded key set, with every record still counted."""
+    parser = ClaudeParser("/x/s.jsonl")
+    feed_all(parser, [{"type": f"invented-{i}-" + "x" * 200} for i in range(300)])
+    extra = parser.stats.extra
+    assert len(extra) == EXTRA_KEYS_MAX + 1  # the capped keys plus the overflow key
+    assert sum(extra.values()) == 300 and extra["unknown_record:other"] == 300 - EXTRA_KEYS_MAX
+    assert max(len(key) for key in extra) == len("unknown_record:") + 40
+    assert len(msgpack.packb(parser.state())) < 8192
 
 
 def test_claude_latest_cwd_branch_and_relocation() -> None:
@@ -675,6 +726,28 @@ def test_codex_tool_calls_and_outputs() -> None:
     assert all(m.role == "tool" for m in messages if m.kind == "tool_result")
 
 
+def test_codex_unknown_items_and_records_are_counted_by_reason() -> None:
+    """Response items and records of unknown type are counted in stats.extra by name; known bookkeeping is not."""
+    parser = CodexParser("/x/rollout.jsonl")
+    out = feed_all(
+        parser,
+        [
+            codex_line("response_item", {"type": "tool_search_call", "call_id": "c1", "arguments": {}}),
+            codex_line("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}),
+            codex_line("response_item", {"type": 7}),
+            codex_line("world_state", {"full": True}),
+            codex_line("mystery_record", {"x": 1}),
+            codex_event("task_started"),
+        ],
+    )
+    assert out == [] and parser.stats.skipped == 6
+    assert parser.stats.extra == {
+        "unknown_item:tool_search_call": 1,
+        "unknown_item:(none)": 1,
+        "unknown_record:mystery_record": 1,
+    }
+
+
 def test_codex_encrypted_only_reasoning_skipped() -> None:
     """Reasoning with an empty summary (only encrypted_content) produces nothing."""
     parser = CodexParser("/x/rollout.jsonl")
@@ -748,20 +821,24 @@ def test_codex_session_id_from_file_name() -> None:
 
 
 def test_codex_legacy_bare_format() -> None:
-    """Early Rust rollouts (bare SessionMeta, bare items, record_type=state lines) are read."""
+    """Early Rust rollouts (bare SessionMeta, items, record_type=state and {role, message} lines) are read."""
     parser, messages = parse(CODEX_LEGACY)
     assert pairs(messages) == [
         ("user", "text", "index the pre-envelope rollouts\nsecond line of the same turn"),
         ("assistant", "tool_call", 'shell {"command":["ls"]}'),
         ("tool", "tool_result", "README.md\nsrc"),
         ("assistant", "text", "Both rollouts are indexed now."),
+        ("user", "text", "an object of a shape no Codex build wrote"),
     ]
-    assert all(m.ts is None for m in messages)
+    assert all(m.ts is None for m in messages[:4])
+    # The last line is the {created_at, role, message} shape of the corpus drift file.
+    assert messages[4].ts == to_epoch_ms("2025-08-20T13:21:00Z")
     session = parser.session
     assert session.session_id == "c27a914d-5e6f-4a0b-9c1d-2e3f4a5b6c7d"
     assert session.branch == "legacy-main"
-    assert session.started_at == session.updated_at == to_epoch_ms("2025-08-20T13:20:47.060Z")
-    assert (parser.stats.malformed, parser.stats.skipped) == (1, 4)
+    assert session.started_at == to_epoch_ms("2025-08-20T13:20:47.060Z")
+    assert session.updated_at == to_epoch_ms("2025-08-20T13:21:00Z")
+    assert (parser.stats.malformed, parser.stats.skipped) == (0, 4)
 
 
 def test_read_session_index_last_line_wins() -> None:
@@ -932,11 +1009,9 @@ CORPUS_SESSION_IDS = {
 
 
 # Files with deliberately broken lines: edge_cases.jsonl has a non-object message, a message
-# without content, a bare string, a typeless object, a number and an array; the Codex drift file
-# has three envelope-less objects of no Codex shape.
+# without content, a bare string, a typeless object, a number and an array.
 CORPUS_MALFORMED = {
     "claude-code/claude-code-log/edge_cases.jsonl": 6,
-    "codex/agent-sessions/codex/schema_drift.jsonl": 3,
 }
 
 
@@ -963,6 +1038,63 @@ def test_corpus_fixture_parses_sanely(relpath: str) -> None:
         assert messages == [] and parser.stats.malformed == parser.stats.lines > 0
     else:
         assert parser.stats.malformed == CORPUS_MALFORMED.get(relpath, 0)
+
+
+def test_corpus_claude_compaction_summary_record_titles_and_is_indexed() -> None:
+    """A summary record of this session, written as a compaction line, is the title and a system message."""
+    parser, messages = parse(CORPUS / "claude-code/agent-history/compaction/claude/session_with_compaction.jsonl")
+    summary = (
+        "Previous conversation summary: Working on authentication module. Added login functionality "
+        "and beginning session management with JWT."
+    )
+    assert parser.session.title == first_line_title(summary, 120)
+    assert len(messages) == 16  # 6 user lines, 3+3 assistant lines of one and two blocks, the summary
+    assert messages[10] == Message("system", "text", summary, to_epoch_ms("2025-12-16T10:37:05.000Z"))
+    assert (parser.stats.skipped, parser.stats.extra) == (1, {})  # only the compact_boundary line
+
+
+def test_corpus_claude_drift_top_level_tool_records_are_parsed() -> None:
+    """The drift file's top-level tool_use / tool_result records become a tool call and its result."""
+    parser, messages = parse(CORPUS / "claude-code/agent-sessions/claude/schema_drift.jsonl")
+    assert messages == [
+        Message("user", "text", "Open README", to_epoch_ms("2025-12-16T01:00:00.000Z")),
+        Message("assistant", "tool_call", 'bash {"command":"cat README.md"}', to_epoch_ms("2025-12-16T01:00:01.000Z")),
+        Message("tool", "tool_result", "# Title\n\nBody\n", to_epoch_ms("2025-12-16T01:00:02.000Z")),
+        Message("assistant", "text", "Read README and extracted the title.", to_epoch_ms("2025-12-16T01:00:03.000Z")),
+        Message("user", "text", "List files", to_epoch_ms("2026-03-31T00:00:05.000Z")),
+    ]
+    # turn_duration, permission-mode, mode, attachment and stop_hook_summary are bookkeeping.
+    assert (parser.stats.malformed, parser.stats.skipped, parser.stats.extra) == (0, 5, {})
+
+
+def test_corpus_codex_0_106_tool_call_and_tool_result_items() -> None:
+    """The 0.106 rollout's tool_call / tool_result response items become a tool call and its output."""
+    parser, messages = parse(CORPUS / "codex/agent-sessions/codex/large.jsonl")
+    assert len(messages) == 15  # "Start" once (event copy), 2 answers, the tool pair, 5 steps and 5 "Ok"s
+    assert messages[2:4] == [
+        Message(
+            "assistant",
+            "tool_call",
+            'run_shell_command {"command":"printf \'line1\\\\nline2\\\\nline3\\\\n\'","cwd":"/tmp/large"}',
+            to_epoch_ms("2025-12-18T10:00:03.000Z"),
+        ),
+        Message("tool", "tool_result", "line1\nline2\nline3\n", to_epoch_ms("2025-12-18T10:00:04.000Z")),
+    ]
+    assert parser.stats.skipped == 5  # meta, turn_context, token_count, the repeated "Start", environment
+
+
+def test_corpus_codex_drift_prompt_and_answer_are_parsed() -> None:
+    """The drift file's envelope-less {role, message} prompt, function_result and {role, content} answer are parsed."""
+    parser, messages = parse(CORPUS / "codex/agent-sessions/codex/schema_drift.jsonl")
+    assert messages == [
+        Message("user", "text", "Translate 'hello' to Spanish", to_epoch_ms("2025-09-10T12:00:00Z")),
+        Message("assistant", "tool_call", 'translate {"text":"hello","to":"es"}', to_epoch_ms("2025-09-10T12:00:01Z")),
+        Message("tool", "tool_result", "hola", to_epoch_ms("2025-09-10T12:00:01Z")),
+        Message("assistant", "text", '"hola"', to_epoch_ms("2025-09-10T12:00:02Z")),
+    ]
+    assert parser.session.title == "Translate 'hello' to Spanish"
+    # world_state is bookkeeping and the file ends with an empty line.
+    assert (parser.stats.malformed, parser.stats.skipped, parser.stats.extra) == (0, 2, {})
 
 
 def test_corpus_real_codex_excerpt_drops_injected_context() -> None:
