@@ -48,17 +48,13 @@ class Connection:
     """Either a running daemon (over ZeroMQ) or the index opened read-only in this process."""
 
     def __init__(self, home: Home) -> None:
-        from broker.client import RpcClient
+        from broker.client import RpcClient, connect_daemon
 
         self.home = home
-        self.rpc: RpcClient | None = None
         self.direct: Any = None
-        if (home.path / "daemon.sock").exists():
-            client = RpcClient.for_home(home)
-            if client.ping() is not None:
-                self.rpc = client
-            else:
-                client.close()
+        # None: no daemon, open the index directly; a live daemon that does not answer raises
+        # DaemonNotAnswering, naming the pid to stop.
+        self.rpc: RpcClient | None = connect_daemon(home)
         self.mode = "daemon" if self.rpc else "direct"
         self.index_missing = False
 

@@ -15,11 +15,13 @@ from typing import Any
 
 import msgpack
 
-from aivault.errors import AuthenticationError, ProtocolError
-from aivault.protocol import INGEST_MAGIC, PROTOCOL_VERSION, RPC_MAGIC
+from aivault.errors import AuthenticationError, InvalidRequest, ProtocolError
+from aivault.protocol import INGEST_MAGIC, PROTOCOL_VERSION, RPC_MAGIC, RPC_MAX_FRAME_BYTES, RPC_MAX_ID_CHARS
 
 _MAX_HEADER_BYTES = 1 * 1024 * 1024
-_MAX_BODY_BYTES = 16 * 1024 * 1024
+# The broker's socket refuses bigger frames before reading them (ZMQ_MAXMSGSIZE); this check
+# covers every other reader of these frames.
+_MAX_BODY_BYTES = RPC_MAX_FRAME_BYTES
 
 
 def packb(obj: Any) -> bytes:
@@ -60,6 +62,11 @@ class RpcReply:
 def encode_request(key: bytes, req: RpcRequest) -> list[bytes]:
     header = packb({"v": PROTOCOL_VERSION, "id": req.id, "method": req.method, "host": req.host})
     body = packb(req.params)
+    # Refused here rather than sent: the broker's socket drops the connection of a peer sending
+    # a bigger frame, and the caller would only see a timeout.
+    for frame in (header, body):
+        if len(frame) > RPC_MAX_FRAME_BYTES:
+            raise ProtocolError(f"a request frame of {len(frame)} bytes exceeds the {RPC_MAX_FRAME_BYTES}-byte limit")
     return [RPC_MAGIC, _sign(key, header, body), header, body]
 
 
@@ -68,6 +75,8 @@ def decode_request(key: bytes, frames: list[bytes]) -> RpcRequest:
     h = unpackb(header, max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(h, dict) or not isinstance(h.get("id"), str) or not isinstance(h.get("method"), str):
         raise ProtocolError("request header must be a map with string 'id' and 'method'")
+    if len(h["id"]) > RPC_MAX_ID_CHARS:
+        raise InvalidRequest(f"request id of {len(h['id'])} characters; at most {RPC_MAX_ID_CHARS}")
     host = h.get("host")
     if host is not None and not isinstance(host, str):
         raise ProtocolError("request 'host' must be a string or absent")
@@ -92,7 +101,8 @@ def peek_request_id(frames: list[bytes]) -> str | None:
     """Best-effort id of a request that failed to verify, so the error reply can name it."""
     try:
         h = unpackb(frames[2], max_bytes=_MAX_HEADER_BYTES)
-        return h["id"] if isinstance(h, dict) and isinstance(h.get("id"), str) else None
+        rid = h.get("id") if isinstance(h, dict) else None
+        return rid if isinstance(rid, str) and len(rid) <= RPC_MAX_ID_CHARS else None
     except Exception:
         return None
 

@@ -53,16 +53,36 @@ class ReconcileFailed(AivaultError):
     code = p.ERR_RECONCILE
 
 
+class InvalidRequest(AivaultError):
+    """Frames that decode, but not into a request this protocol accepts (e.g. an over-long id)."""
+
+    code = p.ERR_INVALID_REQUEST
+
+
+class Busy(AivaultError):
+    """The daemon has more requests waiting than it queues; an idempotent request is retried."""
+
+    code = p.ERR_BUSY
+
+
 class DaemonUnreachable(AivaultError):
     """No reply from the daemon's socket within the timeout."""
 
     code = p.ERR_HOST_UNAVAILABLE
 
 
+class DaemonNotAnswering(DaemonUnreachable):
+    """A live daemon holds the data directory (and the index) but does not answer on its socket."""
+
+
+class DaemonFailed(AivaultError):
+    """A thread the daemon cannot serve without died; the daemon shut down instead of going deaf."""
+
+
 _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
-                IndexLocked, ReconcileFailed)
+                IndexLocked, ReconcileFailed, Busy, InvalidRequest)
 }
 
 

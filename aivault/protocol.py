@@ -22,6 +22,8 @@ METHOD_STATS: Final = "aiVault.indexStats"
 METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
 
 RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_CLEAR)
+# Requests a client may send again on its own (after `busy`): asking twice changes nothing.
+IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS})
 
 # Result kinds of aiVault.searchSessions (SPEC §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
@@ -37,6 +39,7 @@ ERR_AUTH: Final = -32001  # signature missing or wrong
 ERR_HOST_UNAVAILABLE: Final = -32002  # the addressed execution host cannot be reached
 ERR_INDEX_LOCKED: Final = -32003  # the database is held by another process
 ERR_RECONCILE: Final = -32004  # a reconcile failed before the freshness deadline
+ERR_BUSY: Final = -32005  # the daemon has more requests waiting than it queues: retry after a pause
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -48,6 +51,7 @@ ERROR_CODES: Final = {
     ERR_HOST_UNAVAILABLE: "host-unavailable",
     ERR_INDEX_LOCKED: "index-locked",
     ERR_RECONCILE: "reconcile-failed",
+    ERR_BUSY: "busy",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------
@@ -98,3 +102,32 @@ RPC_TIMEOUT_S: Final = 30.0
 PING_TIMEOUT_S: Final = 0.5
 # SPEC §5: wait-until-current waits at most this long for the reconcile.
 FRESHNESS_DEADLINE_S: Final = 5.0
+
+# --- broker limits (docs/protocol.md §1.1, §1.7) ------------------------------------------------
+# The largest frame the broker's socket accepts (ZMQ_MAXMSGSIZE): a bigger one is refused by
+# ZeroMQ while its length prefix is read, before any of it is buffered, and the connection dropped.
+RPC_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+# Request ids are echoed into every reply and log line; a uuid is 32 characters.
+RPC_MAX_ID_CHARS: Final = 128
+# How much of a peer's string (an unknown method's name) an error message or a log line repeats.
+RPC_ECHO_MAX_CHARS: Final = 64
+# Requests waiting for a query worker, over all clients; one more is answered `busy` at once.
+RPC_MAX_QUEUED_REQUESTS: Final = 64
+# Requests of one client (one socket) waiting or running; one more is answered `busy`, so a
+# client bursting without reading cannot take every slot from the others.
+RPC_PEER_MAX_INFLIGHT: Final = 16
+# Requests ZeroMQ buffers per client before its sends block (back-pressure, never a drop).
+RPC_RECV_HWM_MESSAGES: Final = 256
+# Replies held for a client that does not read them (its socket buffer is full). Past these the
+# broker drops that client's further replies and logs it: a client that never reads cannot grow
+# the daemon's memory without bound.
+RPC_PEER_BACKLOG_MAX_BYTES: Final = 64 * 1024 * 1024
+RPC_BACKLOG_MAX_BYTES: Final = 256 * 1024 * 1024
+# A client retries an idempotent request answered `busy` after this pause, doubling up to the max.
+RPC_BUSY_RETRY_S: Final = 0.05
+RPC_BUSY_RETRY_MAX_S: Final = 1.0
+# A daemon that holds the pid lock but missed the quick ping gets this long to answer before the
+# CLI calls it deaf (a loaded daemon answers late; a deaf one never does).
+DEAF_PING_TIMEOUT_S: Final = 3.0
+# After a daemon thread died, the process exits within this long even if the orderly shutdown hangs.
+DAEMON_FATAL_EXIT_TIMEOUT_S: Final = 20.0

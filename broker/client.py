@@ -5,19 +5,44 @@
 know the method (-32601) means ``unavailable/no-service`` for search and the status sentinel
 for status; transport failures, authentication errors and invalid payloads stay errors. It
 also retries page 1 once or twice when the index moved while the page was assembled.
+
+``connect_daemon`` is how a CLI picks its mode: no daemon (open the index directly), a daemon
+answering, or a daemon alive but deaf -- which holds the index, so direct mode cannot work, and
+the user is told which process to stop.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
 import uuid
 from typing import Any
 
 import zmq
 
 from aivault.codec import RpcRequest, decode_reply, encode_request
-from aivault.errors import AivaultError, DaemonUnreachable, MethodNotFound, ProtocolError, from_error_value
+from aivault.errors import (
+    AivaultError,
+    Busy,
+    DaemonNotAnswering,
+    DaemonUnreachable,
+    MethodNotFound,
+    ProtocolError,
+    from_error_value,
+)
 from aivault.home import Home
-from aivault.protocol import METHOD_PING, METHOD_SEARCH, METHOD_STATUS, PING_TIMEOUT_S, RPC_TIMEOUT_S
+from aivault.protocol import (
+    DEAF_PING_TIMEOUT_S,
+    IDEMPOTENT_METHODS,
+    METHOD_PING,
+    METHOD_SEARCH,
+    METHOD_STATUS,
+    PING_TIMEOUT_S,
+    RPC_BUSY_RETRY_MAX_S,
+    RPC_BUSY_RETRY_S,
+    RPC_TIMEOUT_S,
+)
 from query.service import STATUS_SENTINEL
 
 
@@ -47,16 +72,30 @@ class RpcClient:
             self.sock = None
 
     def call(self, method: str, params: Any = None, *, host: str | None = None, timeout_s: float | None = None) -> Any:
+        """The method's result, or the typed error the daemon answered. An idempotent request
+        answered `busy` is sent again after a growing pause, within the same timeout."""
+        wait_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + wait_s
+        pause = RPC_BUSY_RETRY_S
+        while True:
+            try:
+                return self._call_once(method, params, host, deadline, wait_s)
+            except Busy:
+                if method not in IDEMPOTENT_METHODS or time.monotonic() + pause >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, RPC_BUSY_RETRY_MAX_S)
+
+    def _call_once(self, method: str, params: Any, host: str | None, deadline: float, wait_s: float) -> Any:
         rid = uuid.uuid4().hex
         sock = self._socket()
         sock.send_multipart(encode_request(self.key, RpcRequest(rid, method, params, host)))
-        wait_ms = int((self.timeout_s if timeout_s is None else timeout_s) * 1000)
         while True:
-            if not sock.poll(wait_ms, zmq.POLLIN):
+            if not sock.poll(max(0, int((deadline - time.monotonic()) * 1000)), zmq.POLLIN):
                 # The socket may hold a late reply now; a fresh one keeps later calls clean.
                 self.close()
                 raise DaemonUnreachable(
-                    f"no answer from the aivault daemon at {self.endpoint} within {wait_ms / 1000:.1f} s. "
+                    f"no answer from the aivault daemon at {self.endpoint} within {wait_s:.1f} s. "
                     "Is `aivault serve` running? Without it, commands open the index directly.")
             rep = decode_reply(self.key, sock.recv_multipart())
             if rep.id != rid:
@@ -65,13 +104,74 @@ class RpcClient:
                 return rep.value
             raise from_error_value(rep.value)
 
-    def ping(self) -> dict[str, Any] | None:
+    def ping(self, timeout_s: float = PING_TIMEOUT_S) -> dict[str, Any] | None:
         """The daemon's readiness, or None when nothing answers quickly."""
         try:
-            value = self.call(METHOD_PING, {}, timeout_s=PING_TIMEOUT_S)
+            value = self.call(METHOD_PING, {}, timeout_s=timeout_s)
         except (AivaultError, ProtocolError):
             return None
         return value if isinstance(value, dict) else None
+
+    def answers(self, timeout_s: float) -> bool:
+        """Whether anything answers on the socket within ``timeout_s`` -- an error reply counts
+        (e.g. a key mismatch): the command's own call then reports it."""
+        try:
+            self.call(METHOD_PING, {}, timeout_s=timeout_s)
+        except DaemonUnreachable:
+            return False
+        except AivaultError:
+            return True
+        return True
+
+
+def daemon_pid(home: Home) -> int | None:
+    """The pid of the live daemon holding the data directory, or None when none does.
+
+    A daemon holds an exclusive flock on ``daemon.pid`` for its whole life (the kernel drops it
+    when the process dies, however it dies), so a lock we cannot share means a live daemon; 0
+    when it holds the lock but its pid is not written yet.
+    """
+    try:
+        fd = os.open(home.pid_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def connect_daemon(home: Home) -> RpcClient | None:
+    """A client of the daemon serving ``home``; None when no daemon runs (open the index
+    directly). Raises DaemonNotAnswering when a live daemon holds the data directory but its
+    socket does not answer: it holds the index too, so direct mode would fail as well."""
+    if not (home.path / "daemon.sock").exists():
+        return None
+    client = RpcClient.for_home(home)
+    if client.answers(PING_TIMEOUT_S):
+        return client
+    pid = daemon_pid(home)
+    if pid is None:  # a socket file left by a daemon that was killed
+        client.close()
+        return None
+    # A loaded daemon may answer the quick probe late; a deaf one never answers.
+    if client.answers(DEAF_PING_TIMEOUT_S):
+        return client
+    client.close()
+    who = f"pid {pid}" if pid else "its pid is not written yet"
+    stop = f"`kill -TERM {pid}` (and `kill -KILL {pid}` if it is still there after 30 s)" if pid else \
+        f"the process holding {home.pid_path} (`fuser {home.pid_path}`)"
+    raise DaemonNotAnswering(
+        f"the aivault daemon ({who}) holds the index in {home.path} but does not answer on "
+        f"{home.path / 'daemon.sock'} (no reply within {PING_TIMEOUT_S + DEAF_PING_TIMEOUT_S:.1f} s): it is deaf or "
+        f"stuck, and commands cannot open the index while it runs. Stop it with {stop}, then run the "
+        "command again (its log may say what happened).")
 
 
 class SessionSearchClient:

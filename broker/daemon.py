@@ -8,17 +8,20 @@ other shells keep working while it indexes.
 
 from __future__ import annotations
 
+import _thread
 import fcntl
 import os
+import signal
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from aivault import __version__, log
 from aivault.codec import RpcRequest
-from aivault.errors import AivaultError, InvalidParams, MethodNotFound
+from aivault.errors import AivaultError, DaemonFailed, InvalidParams, MethodNotFound
 from aivault.home import Home
 from aivault.protocol import (
+    DAEMON_FATAL_EXIT_TIMEOUT_S,
     METHOD_CLEAR,
     METHOD_PING,
     METHOD_RECONCILE,
@@ -28,7 +31,7 @@ from aivault.protocol import (
     PROTOCOL_VERSION,
 )
 from broker.hosts import parse_host, remote_unavailable
-from broker.router import Broker
+from broker.router import Broker, clip
 from indexer.store import open_writer
 from query.local import LocalService
 from query.service import search_sessions, search_status, set_session_search_service
@@ -38,6 +41,8 @@ _log = log.get("daemon")
 
 POLICY_POLL_S = 1.0
 _REPLY_CACHE = 64
+# The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
+_EXIT_FATAL = 70
 
 
 class AlreadyRunning(AivaultError):
@@ -66,8 +71,11 @@ class Daemon:
             raise
         self.service = LocalService(home, con, meta, extra_roots=configured_roots(home, extra_roots or []),
                                     default_roots=default_roots, schedule=schedule, semantic=semantic, bulk=bulk)
-        self.broker = Broker(home.rpc_endpoint, home.key(), self.handle)
+        # The readiness probe is answered by the broker's loop: `aivault status` then tells a
+        # deaf broker from a busy one.
+        self.broker = Broker(home.rpc_endpoint, home.key(), self.handle, inline=frozenset({METHOD_PING}))
         self._thread: threading.Thread | None = None
+        self.failure: str | None = None
         self._watch: threading.Thread | None = None
         self._stop = threading.Event()
         # State-changing requests answer a repeated request id with the stored reply.
@@ -107,7 +115,7 @@ class Daemon:
             return self._reconcile(req.params)
         if m == METHOD_CLEAR:
             return self._once(req.id, self.service.clear)
-        raise MethodNotFound(f"unknown method {m!r}")
+        raise MethodNotFound(f"unknown method {clip(m)!r}")
 
     def _once(self, request_id: str, action: Any) -> Any:
         with self._replies_lock:
@@ -126,18 +134,41 @@ class Daemon:
         self.service.apply_policy()
         if not self.service.policy.enabled:
             raise AivaultError("indexing is disabled for this data directory: run `aivault enable` first")
-        return self.service.indexer.reconcile(bool(params.get("full", False))).result()
+        # The future itself: the broker answers when it resolves, without a worker waiting on a scan.
+        return self.service.indexer.reconcile(bool(params.get("full", False)))
 
     # --- life cycle -----------------------------------------------------------------------------
     def start(self) -> None:
         """Start indexing (if consent is given) and serve RPCs on a background thread."""
         set_session_search_service(self.service)
         self.service.start()
-        self._thread = threading.Thread(target=self.broker.run, name="broker", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="broker", daemon=True)
         self._thread.start()
         self._watch = threading.Thread(target=self._watch_policy, name="policy", daemon=True)
         self._watch.start()
         _log.info("daemon started", home=str(self.home.path), endpoint=self.home.rpc_endpoint)
+
+    def _serve(self) -> None:
+        """The broker thread. If its loop ends while the daemon runs, the daemon is deaf but still
+        holds the index: it shuts down (exit non-zero) so that a supervisor or the next CLI call
+        can take over."""
+        try:
+            self.broker.run()
+        except BaseException as exc:  # whatever it is, nobody can reach this daemon any more
+            self._fail("the broker thread died", exc)
+            return
+        if not self._stop.is_set():
+            self._fail("the broker loop ended while the daemon runs", None)
+
+    def _fail(self, what: str, exc: BaseException | None) -> None:
+        self.failure = f"{what}: {exc.__class__.__name__}: {exc}" if exc is not None else what
+        _log.critical("daemon failing, shutting down", failure=self.failure, exc_info=exc)
+        # The main thread's shutdown path (`aivault serve` handles SIGINT) closes the index; if
+        # it is not done in time, the process ends anyway.
+        watchdog = threading.Timer(DAEMON_FATAL_EXIT_TIMEOUT_S, os._exit, args=(_EXIT_FATAL,))
+        watchdog.daemon = True
+        watchdog.start()
+        _thread.interrupt_main(signal.SIGINT)
 
     def _watch_policy(self) -> None:
         """Follow `aivault enable/disable/policy` (or a hand edit) within POLICY_POLL_S."""
@@ -161,4 +192,6 @@ class Daemon:
                 os.ftruncate(self._pid_fd, 0)
             finally:
                 os.close(self._pid_fd)
+        if self.failure is not None:
+            raise DaemonFailed(f"the daemon stopped because {self.failure}; its log has the details")
         _log.info("daemon stopped")

@@ -1,19 +1,29 @@
 """The broker: one loop over a ROUTER socket, dispatching RPCs to worker threads.
 
-Requests are verified and decoded here (codec), handed to a small thread pool (DuckDB runs
-queries without the GIL, so searches overlap), and the workers' replies come back over an
-inproc socket so only this loop ever touches the ROUTER. Every exception becomes an error
-reply in exactly one place (``_call``); no traceback crosses the wire. One log line per RPC.
+Requests are verified and decoded here (codec) and queued for a few worker threads (DuckDB runs
+queries without the GIL, so searches overlap). Only this loop touches the ROUTER: workers hand
+their encoded replies over a queue and wake the loop through a pipe, so answering a request
+never creates a socket or a file descriptor. Every exception a handler raises becomes an error
+reply in exactly one place (``_reply``), which also writes the one log line of the RPC.
+
+Flow control (docs/protocol.md §1.7): at most ``RPC_MAX_QUEUED_REQUESTS`` requests wait for a
+worker and ``RPC_PEER_MAX_INFLIGHT`` per client; past that a request is answered ``busy`` at
+once. The socket is ``ROUTER_MANDATORY``, so a reply to a client whose buffer is full is not
+dropped by ZeroMQ: it waits in that client's backlog until the client reads.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import functools
 import os
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,110 +31,369 @@ import zmq
 
 from aivault import log
 from aivault.codec import RpcReply, RpcRequest, decode_request, encode_reply, peek_request_id
-from aivault.errors import AivaultError, AuthenticationError, ProtocolError, error_value
+from aivault.errors import AivaultError, Busy, error_value
+from aivault.protocol import (
+    RPC_BACKLOG_MAX_BYTES,
+    RPC_ECHO_MAX_CHARS,
+    RPC_MAX_FRAME_BYTES,
+    RPC_MAX_QUEUED_REQUESTS,
+    RPC_PEER_BACKLOG_MAX_BYTES,
+    RPC_PEER_MAX_INFLIGHT,
+    RPC_RECV_HWM_MESSAGES,
+)
 
 _log = log.get("broker")
 
 WORKERS = 4
 _TICK_MS = 100
+# While some client has a backlog, the loop retries it this often (ROUTER has no per-peer POLLOUT).
+_BACKLOG_RETRY_MS = 10
+# Requests read per turn of the loop, so that replies keep flowing during a burst.
+_READ_BATCH = 256
+# Warnings about refused frames per second; a flood of garbage must not fill the disk.
+_REFUSALS_LOGGED_PER_S = 10
+# How long shutdown waits for the workers' running requests.
+_WORKER_JOIN_S = 5.0
 
 Handler = Callable[[RpcRequest], Any]
 
 
+def clip(text: str, limit: int = RPC_ECHO_MAX_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: a peer's strings repeated in
+    error messages and log lines stay small."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+@dataclass(slots=True)
+class _Peer:
+    """What the broker holds for one connected client (one DEALER socket)."""
+
+    inflight: int = 0  # requests queued, running or awaiting a future, with no reply handed to the socket
+    backlog: deque[list[bytes]] = field(default_factory=deque)  # replies the socket refused (buffer full)
+    backlog_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    ident: bytes
+    req: RpcRequest
+    t0: float
+
+
+class _Throttle:
+    """At most ``per_s`` events a second pass; the others are counted and reported with the next."""
+
+    def __init__(self, per_s: int) -> None:
+        self.per_s = per_s
+        self.window = 0
+        self.count = 0
+        self.suppressed = 0
+
+    def allow(self) -> tuple[bool, int]:
+        now = int(time.monotonic())
+        if now != self.window:
+            self.window, self.count = now, 0
+        if self.count >= self.per_s:
+            self.suppressed += 1
+            return False, 0
+        self.count += 1
+        suppressed, self.suppressed = self.suppressed, 0
+        return True, suppressed
+
+
 class Broker:
-    def __init__(self, endpoint: str, key: bytes, handler: Handler, *, workers: int = WORKERS) -> None:
+    def __init__(self, endpoint: str, key: bytes, handler: Handler, *, workers: int = WORKERS,
+                 inline: frozenset[str] = frozenset(), max_queued: int = RPC_MAX_QUEUED_REQUESTS,
+                 peer_max_inflight: int = RPC_PEER_MAX_INFLIGHT) -> None:
+        """``inline`` methods are answered by the loop itself (the readiness probe): they must be
+        instant, and they then measure the broker, not the depth of the workers' queue."""
         self.endpoint = endpoint
         self.key = key
         self.handler = handler
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="query")
+        self.workers = workers
+        self.inline = inline
+        self.max_queued = max_queued
+        self.peer_max_inflight = peer_max_inflight
         self.ctx: zmq.Context[Any] = zmq.Context.instance()
         self._stop = threading.Event()
-        self._inproc = f"inproc://broker-replies-{id(self)}"
-        self._ids = itertools.count(1)
+        # Unbounded as a queue; the loop (its only producer) refuses past max_queued, so the
+        # shutdown sentinels can always be put.
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._queued = 0  # jobs put and not yet taken by a worker (loop: +1, worker: -1 under _lock)
+        self._lock = threading.Lock()
+        self._done: deque[tuple[bytes, list[bytes]]] = deque()
+        self._wake_w = -1  # the pipe's write end while the loop runs; -1 once closed (under _lock)
+        self._peers: dict[bytes, _Peer] = {}
+        self._backlogged: set[bytes] = set()
+        self._backlog_bytes = 0
+        self._dropped = 0
+        self._worker_failure: BaseException | None = None
+        self._refusals = _Throttle(_REFUSALS_LOGGED_PER_S)
+        self._drops = _Throttle(_REFUSALS_LOGGED_PER_S)
 
     def stop(self) -> None:
         self._stop.set()
 
+    # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> None:
-        front = self.ctx.socket(zmq.ROUTER)
-        front.setsockopt(zmq.LINGER, 0)
-        front.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        """Serve until ``stop()``; raises (after cleaning up) if the loop or a worker fails."""
         path = Path(self.endpoint.removeprefix("ipc://")) if self.endpoint.startswith("ipc://") else None
-        if path is not None:
-            path.unlink(missing_ok=True)
-        front.bind(self.endpoint)
-        if path is not None:
-            os.chmod(path, 0o600)
-        back = self.ctx.socket(zmq.PULL)
-        back.bind(self._inproc)
-        poller = zmq.Poller()
-        poller.register(front, zmq.POLLIN)
-        poller.register(back, zmq.POLLIN)
+        front = self.ctx.socket(zmq.ROUTER)
+        threads: list[threading.Thread] = []
+        wake_r = wake_w = -1
         try:
-            while not self._stop.is_set():
-                events = dict(poller.poll(_TICK_MS))
-                if back in events:
-                    while True:
-                        try:
-                            front.send_multipart(back.recv_multipart(zmq.NOBLOCK))
-                        except zmq.Again:
-                            break
-                if front in events:
-                    while True:
-                        try:
-                            frames = front.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._accept(frames)
-        finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            while True:  # replies of requests that finished during shutdown
-                try:
-                    front.send_multipart(back.recv_multipart(zmq.NOBLOCK))
-                except zmq.Again:
-                    break
-            front.close(linger=200)
-            back.close(linger=0)
+            wake_r, wake_w = os.pipe()
+            os.set_blocking(wake_r, False)
+            os.set_blocking(wake_w, False)
+            self._wake_w = wake_w
+            front.setsockopt(zmq.LINGER, 0)
+            # A reply to a client whose buffer is full raises EAGAIN instead of vanishing; one
+            # to a client that left raises EHOSTUNREACH.
+            front.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            front.setsockopt(zmq.MAXMSGSIZE, RPC_MAX_FRAME_BYTES)
+            front.setsockopt(zmq.RCVHWM, RPC_RECV_HWM_MESSAGES)
             if path is not None:
                 path.unlink(missing_ok=True)
+            front.bind(self.endpoint)
+            if path is not None:
+                os.chmod(path, 0o600)
+            for i in range(self.workers):
+                t = threading.Thread(target=self._work, name=f"query-{i}", daemon=True)
+                t.start()
+                threads.append(t)
+            poller = zmq.Poller()
+            poller.register(front, zmq.POLLIN)
+            poller.register(wake_r, zmq.POLLIN)
+            while not self._stop.is_set():
+                events = dict(poller.poll(_BACKLOG_RETRY_MS if self._backlogged else _TICK_MS))
+                if self._worker_failure is not None:
+                    raise RuntimeError("a query worker thread died") from self._worker_failure
+                if wake_r in events:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(wake_r, 4096):
+                            pass
+                # The pipe is drained before the queue: a reply posted after this drain also
+                # writes to the pipe, so it is never left waiting for the next tick.
+                self._send_done(front)
+                if self._backlogged:
+                    self._retry_backlogs(front)
+                if front in events:
+                    self._read(front)
+        finally:
+            self._shutdown(front, threads)
+            with self._lock:
+                self._wake_w = -1
+            for fd in (wake_r, wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            if path is not None and path.is_socket():
+                path.unlink(missing_ok=True)
 
-    def _accept(self, frames: list[bytes]) -> None:
+    def _shutdown(self, front: zmq.Socket[bytes], threads: list[threading.Thread]) -> None:
+        # Requests still queued will not run: `busy` sends their clients back to try again (and
+        # find the daemon gone).
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                self._done.append((job.ident, self._error_frames(job.req.id, Busy("the daemon is shutting down"))))
+        for _ in threads:
+            self._jobs.put(None)
+        deadline = time.monotonic() + _WORKER_JOIN_S
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(zmq.ZMQError):
+            self._send_done(front)
+            self._retry_backlogs(front)
+        front.close(linger=200)
+
+    def _read(self, front: zmq.Socket[bytes]) -> None:
+        for _ in range(_READ_BATCH):
+            try:
+                frames = front.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._accept(front, frames)
+
+    def _accept(self, front: zmq.Socket[bytes], frames: list[bytes]) -> None:
+        t0 = time.perf_counter()
         if len(frames) < 2:
-            return  # not even a routing identity: nothing to answer
+            return  # ROUTER always prefixes the peer's identity: an empty message has no content to answer
         ident, body = frames[0], frames[1:]
         try:
             req = decode_request(self.key, body)
-        except (ProtocolError, AuthenticationError) as exc:
-            rid = peek_request_id(body) or "?"
-            _log.warning("rpc rejected", id=rid, error=str(exc), code=exc.code)
-            self._reply_now(ident, RpcReply(rid, False, error_value(exc)))
+        except AivaultError as exc:  # parse-error, authentication-failed, invalid-request
+            self._refuse(front, ident, peek_request_id(body) or "?", exc)
+            return
+        if req.method in self.inline:
+            reply = self._reply(ident, req, t0, functools.partial(self.handler, req))
+            if reply is not None:
+                self._send(front, ident, reply)
+            return
+        peer = self._peers.get(ident)
+        if peer is not None and peer.inflight >= self.peer_max_inflight:
+            self._refuse(front, ident, req.id, Busy(
+                f"this client has {peer.inflight} requests waiting or running (at most {self.peer_max_inflight}); "
+                "read the replies, then send more"))
+            return
+        with self._lock:
+            queued = self._queued
+            if queued < self.max_queued:
+                self._queued += 1
+        if queued >= self.max_queued:
+            self._refuse(front, ident, req.id, Busy(
+                f"{queued} requests are waiting for the daemon's query workers; retry after a pause"))
+            return
+        if peer is None:
+            peer = self._peers[ident] = _Peer()
+        peer.inflight += 1
+        self._jobs.put(_Job(ident, req, t0))
+
+    def _refuse(self, front: zmq.Socket[bytes], ident: bytes, rid: str, exc: AivaultError) -> None:
+        ok, suppressed = self._refusals.allow()
+        if ok:
+            _log.warning("rpc refused", id=clip(rid), error=clip(str(exc), 200), code=exc.code,
+                         **({"suppressed": suppressed} if suppressed else {}))
+        self._send(front, ident, self._error_frames(rid, exc))
+
+    def _error_frames(self, rid: str, exc: AivaultError) -> list[bytes]:
+        return encode_reply(self.key, RpcReply(rid, False, error_value(exc)))
+
+    # --- replies --------------------------------------------------------------------------------
+    def _send_done(self, front: zmq.Socket[bytes]) -> None:
+        while self._done:
+            ident, frames = self._done.popleft()
+            peer = self._peers.get(ident)
+            if peer is not None:
+                peer.inflight -= 1
+            self._send(front, ident, frames)
+
+    def _send(self, front: zmq.Socket[bytes], ident: bytes, frames: list[bytes]) -> None:
+        """Hand a reply to the socket, or hold it (in order) while the client's buffer is full."""
+        peer = self._peers.get(ident)
+        if peer is not None and peer.backlog:
+            self._hold(ident, peer, frames)
             return
         try:
-            self.pool.submit(self._call, ident, req)
-        except RuntimeError:
-            return  # shutting down
+            front.send_multipart([ident, *frames], zmq.NOBLOCK)
+        except zmq.Again:
+            self._hold(ident, peer if peer is not None else self._peers.setdefault(ident, _Peer()), frames)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            self._gone(ident)
+            return
+        self._forget_if_idle(ident)
 
-    def _reply_now(self, ident: bytes, rep: RpcReply) -> None:
-        push = self.ctx.socket(zmq.PUSH)
-        try:
-            push.connect(self._inproc)
-            push.send_multipart([ident, *encode_reply(self.key, rep)])
-        finally:
-            push.close(linger=1000)
+    def _hold(self, ident: bytes, peer: _Peer, frames: list[bytes]) -> None:
+        size = sum(len(f) for f in frames)
+        if peer.backlog_bytes + size > RPC_PEER_BACKLOG_MAX_BYTES or self._backlog_bytes + size > RPC_BACKLOG_MAX_BYTES:
+            self._dropped += 1
+            ok, suppressed = self._drops.allow()
+            if ok:
+                _log.warning("reply dropped: the client reads none of its replies", held=len(peer.backlog),
+                             held_bytes=peer.backlog_bytes, dropped_total=self._dropped,
+                             **({"suppressed": suppressed} if suppressed else {}))
+            self._forget_if_idle(ident)
+            return
+        peer.backlog.append(frames)
+        peer.backlog_bytes += size
+        self._backlog_bytes += size
+        self._backlogged.add(ident)
 
-    def _call(self, ident: bytes, req: RpcRequest) -> None:
-        t0 = time.perf_counter()
+    def _retry_backlogs(self, front: zmq.Socket[bytes]) -> None:
+        for ident in list(self._backlogged):
+            peer = self._peers[ident]
+            while peer.backlog:
+                frames = peer.backlog[0]
+                try:
+                    front.send_multipart([ident, *frames], zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except zmq.ZMQError as exc:
+                    if exc.errno != zmq.EHOSTUNREACH:
+                        raise
+                    self._gone(ident)
+                    break
+                peer.backlog.popleft()
+                size = sum(len(f) for f in frames)
+                peer.backlog_bytes -= size
+                self._backlog_bytes -= size
+            if not peer.backlog:
+                self._backlogged.discard(ident)
+                self._forget_if_idle(ident)
+
+    def _gone(self, ident: bytes) -> None:
+        """The client disconnected: nobody is left to read its replies."""
+        peer = self._peers.get(ident)
+        if peer is None:
+            return
+        self._backlog_bytes -= peer.backlog_bytes
+        peer.backlog.clear()
+        peer.backlog_bytes = 0
+        self._backlogged.discard(ident)
+        self._forget_if_idle(ident)
+
+    def _forget_if_idle(self, ident: bytes) -> None:
+        # Records exist only for clients with work or replies pending, so their number stays bounded.
+        peer = self._peers.get(ident)
+        if peer is not None and peer.inflight <= 0 and not peer.backlog:
+            del self._peers[ident]
+
+    def _post(self, ident: bytes, frames: list[bytes]) -> None:
+        """A worker's (or a future's) reply, for the loop to send; any thread."""
+        self._done.append((ident, frames))
+        self._wake()
+
+    def _wake(self) -> None:
+        # Under the lock: once the loop has closed the pipe, its fd number may belong to a new file.
+        with self._lock:
+            if self._wake_w >= 0:
+                with contextlib.suppress(BlockingIOError):  # a full pipe already wakes the loop
+                    os.write(self._wake_w, b"\0")
+
+    # --- workers --------------------------------------------------------------------------------
+    def _work(self) -> None:
         try:
-            value = self.handler(req)
-            rep = RpcReply(req.id, True, value)
+            while (job := self._jobs.get()) is not None:
+                with self._lock:
+                    self._queued -= 1
+                reply = self._reply(job.ident, job.req, job.t0, functools.partial(self.handler, job.req))
+                if reply is not None:
+                    self._post(job.ident, reply)
+        except BaseException as exc:  # _reply catches Exception: this is SystemExit and the like
+            self._worker_failure = exc
+            self._wake()
+            raise
+
+    def _reply(self, ident: bytes, req: RpcRequest, t0: float, produce: Callable[[], Any]) -> list[bytes] | None:
+        """The encoded reply to ``req``: the one place an exception becomes an error reply.
+
+        A handler may return a Future (a reconcile, which lasts as long as the scan): the reply is
+        then posted when it resolves, and no worker waits for it meanwhile (None here).
+        """
+        try:
+            value = produce()
+            if isinstance(value, Future):
+                def settled(fut: Future[Any]) -> None:
+                    reply = self._reply(ident, req, t0, fut.result)
+                    if reply is not None:
+                        self._post(ident, reply)
+
+                value.add_done_callback(settled)
+                return None
+            frames = encode_reply(self.key, RpcReply(req.id, True, value))
             outcome = value.get("kind", "ok") if isinstance(value, dict) else "ok"
         except AivaultError as exc:
-            rep = RpcReply(req.id, False, error_value(exc))
+            frames = self._error_frames(req.id, exc)
             outcome = f"error:{exc.code}"
         except Exception as exc:  # a bug: report it as an internal error, log the traceback here
-            _log.exception("rpc failed", id=req.id, method=req.method)
-            rep = RpcReply(req.id, False, error_value(AivaultError(f"internal error: {exc.__class__.__name__}: {exc}")))
+            _log.exception("rpc failed", id=clip(req.id), method=clip(req.method))
+            frames = self._error_frames(req.id, AivaultError(f"internal error: {exc.__class__.__name__}: {exc}"))
             outcome = "error:internal"
-        self._reply_now(ident, rep)
-        _log.info("rpc", id=req.id, method=req.method, host=req.host or "local", outcome=outcome,
+        _log.info("rpc", id=clip(req.id), method=clip(req.method), host=clip(req.host or "local"), outcome=outcome,
                   ms=round((time.perf_counter() - t0) * 1000, 2))
+        return frames

@@ -20,6 +20,11 @@ import msgpack
 from query.request import SearchRequest
 
 CURSOR_VERSION = 1
+# Offsets and generations past these cannot come from a page we served (no index holds 2^31
+# sessions; generations count commits): DuckDB binds a larger offset as UBIGINT and fails, so
+# a cursor carrying one -- even one signed with the real key -- is malformed, not an internal error.
+MAX_OFFSET = 2**31 - 1
+MAX_GENERATION = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +86,7 @@ def open_cursor(key: bytes, cursor: str) -> Position:
         v, qk, gen, ident, off = msgpack.unpackb(payload, raw=False)
     except Exception as exc:
         raise MalformedCursor("bad payload") from exc
-    if v != CURSOR_VERSION or not isinstance(qk, bytes) or not isinstance(gen, int) \
-            or not isinstance(ident, str) or not isinstance(off, int) or off < 0:
+    if v != CURSOR_VERSION or not isinstance(qk, bytes) or type(gen) is not int or not 0 <= gen <= MAX_GENERATION \
+            or not isinstance(ident, str) or type(off) is not int or not 0 <= off <= MAX_OFFSET:
         raise MalformedCursor("bad payload")
     return Position(qk, gen, ident, off)

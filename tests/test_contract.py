@@ -387,3 +387,18 @@ def test_a_cursor_survives_msgpack_and_json_round_trips(client: Client) -> None:
     body = cursor.split(".")[0]
     base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     time.sleep(0)
+
+
+@pytest.mark.parametrize(("field", "value"), [("offset", 2**64 - 1), ("offset", 2**63), ("offset", 2**31),
+                                              ("generation", 2**64 - 1), ("generation", -1)])
+def test_a_cursor_signed_with_the_real_key_but_out_of_range_is_malformed(client: Client, field: str,
+                                                                         value: int) -> None:
+    """A correctly signed cursor whose offset or generation no page could carry is malformed-cursor, not an error."""
+    from dataclasses import replace
+
+    from query.cursor import mint, open_cursor
+
+    key = client.home.key()
+    pos = open_cursor(key, _a_cursor(client))
+    forged = mint(key, replace(pos, offset=value) if field == "offset" else replace(pos, generation=value))
+    assert client.search("paging", limit=3, cursor=forged) == {"kind": "malformed-cursor"}
