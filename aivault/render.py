@@ -14,6 +14,9 @@ CYAN = "\033[36m"
 GREEN = "\033[32m"
 RED = "\033[31m"
 RESET = "\033[0m"
+# Beside a hit found by meaning alone: none of the query's words matched it, so its snippet has
+# nothing highlighted and the reader should know why it is listed.
+SIMILAR_TAG = "≈ similar meaning"
 
 
 class Style:
@@ -50,14 +53,27 @@ def highlight(snippet: str, style: Style) -> str:
     return "".join(out)
 
 
+def found_by_meaning(result: dict[str, Any]) -> set[str]:
+    """Session ids of the hits only the vector route found, from ``debug.trace`` (empty without it).
+
+    Hits carry no route in the contract; a caller that wants them marked asks for ``debug``.
+    """
+    trace = (result.get("debug") or {}).get("trace") or []
+    return {str(t["sessionId"]) for t in trace if t.get("matchedBy") == "vector"}
+
+
 def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    """The hits for a person; a hit no query word matched is tagged ``SIMILAR_TAG`` when the result
+    has a ``debug.trace`` to tell (see ``found_by_meaning``)."""
     st = Style(out)
     hits = result.get("hits") or []
+    by_meaning = found_by_meaning(result)
     if not hits:
         print("No matching sessions.", file=out)
     for i, h in enumerate(hits, 1):
         title = h.get("title") or "(untitled)"
-        head = f"{i:>2}. {st(CYAN, h['agent'])} · {st(BOLD, title)}"
+        tag = f"  {st(DIM, SIMILAR_TAG)}" if h.get("sessionId") in by_meaning else ""
+        head = f"{i:>2}. {st(CYAN, h['agent'])} · {st(BOLD, title)}{tag}"
         print(head, file=out)
         where = h.get("cwd") or "(unknown folder)"
         branch = f" ({h['branch']})" if h.get("branch") else ""
@@ -77,7 +93,9 @@ def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
         notes.append("the query was shortened")
     if trunc.get("freshness"):
         notes.append("the index may be slightly behind (refresh took over 5 s)")
-    footer = f"{len(hits)} session(s) · {result.get('durationMs', 0):.1f} ms · generation {result.get('generation')}"
+    meaning = sum(1 for h in hits if h.get("sessionId") in by_meaning)
+    found = f"{len(hits)} session(s)" + (f" ({meaning} by similar meaning only)" if meaning else "")
+    footer = f"{found} · {result.get('durationMs', 0):.1f} ms · generation {result.get('generation')}"
     print(st(DIM, footer + ("; " + "; ".join(notes) if notes else "")), file=out)
     cursor = (result.get("page") or {}).get("cursor")
     if cursor:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from aivault import log
 from aivault.embed import Embedder, EmbedError
 from aivault.home import Home
 from indexer import schema as q
-from indexer.semantic import Publication, SemanticWorker, from_blobs
+from indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
 from indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
 from indexer.writer import Writer
 
@@ -33,6 +34,31 @@ SAVE_AFTER_IDLE_S = 30.0
 # Background embedding uses its extra thread only once searches have been quiet this long.
 QUIET_AFTER_SEARCH_S = 2.0
 VECTOR_CANDIDATES = 200
+
+
+def stored_precision(vecs: np.ndarray) -> np.ndarray:
+    """``vecs`` as DuckDB stores them and a rebuild reads them back (float16, renormalized).
+
+    A vector read back is unchanged by this (its float16 rounding is exact), so a live index fed
+    through it holds bit for bit what an index rebuilt from the database holds.
+    """
+    if len(vecs) == 0:
+        return vecs
+    return from_blobs(to_blob(vecs), int(vecs.shape[1]))
+
+
+def build_from_stored(con: duckdb.DuckDBPyConnection, watermark: int, dims: int) -> VectorIndex:
+    """An index over every vector DuckDB holds for chunks at or below ``watermark`` (no embedding)."""
+    cur = con.cursor()
+    try:
+        rows = cur.execute(q.SELECT_ALL_VECTORS, [watermark]).fetchall()
+    finally:
+        cur.close()
+    # In chunk order, the order a live index receives them: equal similarities (equal texts) then
+    # come back in the same order, and an IVF rebuild trains on the same sample every time.
+    rows.sort(key=lambda r: int(r[0]))
+    ids = np.asarray([int(r[0]) for r in rows], np.int64)
+    return VectorIndex.build(dims, ids, from_blobs([bytes(r[1]) for r in rows], dims))
 
 
 class VectorService:
@@ -98,14 +124,7 @@ class VectorService:
         self._rebuilding = True
         self.worker.stats.state = "rebuilding"
         t0 = time.perf_counter()
-        cur = self.con.cursor()
-        try:
-            rows = cur.execute(q.SELECT_ALL_VECTORS, [watermark]).fetchall()
-        finally:
-            cur.close()
-        ids = np.asarray([int(r[0]) for r in rows], np.int64)
-        vecs = from_blobs([bytes(r[1]) for r in rows], self._embedder.dims)
-        index = VectorIndex.build(self._embedder.dims, ids, vecs)
+        index = build_from_stored(self.con, watermark, self._embedder.dims)
         fut: Future[Any] = Future()
         self._submit("vec_swap", (index, fut))
         fut.result()
@@ -145,7 +164,9 @@ class VectorService:
             fut.set_exception(exc)
             return
         if self.index is not None:
-            self.index.add(pub.chunk_ids, pub.chunk_vecs)
+            # At the stored precision (float16), as a rebuild from DuckDB -- ours after a restart or a
+            # read-only process's -- would see them: the same neighbours and similarities either way.
+            self.index.add(pub.chunk_ids, stored_precision(pub.chunk_vecs))
         self._dirty = True
         self._last_change = time.monotonic()
         fut.set_result(vstate.epoch)
@@ -224,11 +245,16 @@ class VectorService:
 
 
 class ReadOnlyVectors:
-    """Vectors for a read-only process (the CLI without a daemon): the sidecar, if it is current.
+    """Vectors for a read-only process (the CLI without a daemon): the same index the daemon searches.
 
-    The sidecar is trusted only when its identity, epoch and model match the database; if the
-    daemon committed vectors it has not saved yet, the semantic routes are simply not ready and
-    the planner answers lexically. The sidecar and the query embedder load on the first ``ready``.
+    The daemon's saved sidecar is used when its identity, epoch and model match the database.
+    When it does not -- the daemon was killed or crashed before it saved (it saves after
+    ``SAVE_AFTER_IDLE_S`` of quiet and when it stops), or a writer without embeddings removed
+    chunks since -- the index is rebuilt from the vectors DuckDB holds, exactly as the daemon
+    rebuilds it, and saved for the next process. So a read-only search and a daemon search over
+    the same committed vectors find the same neighbours; only a database with no vectors yet (or
+    a model that cannot load) leaves the semantic routes not ready, and the planner answers
+    lexically. Everything loads on the first ``ready``.
     """
 
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
@@ -242,10 +268,16 @@ class ReadOnlyVectors:
         self._checked = False
         self._lock = threading.Lock()
 
+    @property
+    def sidecar(self) -> Path:
+        return self.home.path / SIDECAR_NAME
+
     def note_search(self) -> None:
         """No background worker in a read-only process."""
 
-    def _header(self) -> SidecarHeader | None:
+    def _state(self) -> tuple[SidecarHeader, int] | None:
+        """The header a current sidecar has, and the watermark of the stored vectors; None when the
+        stored vectors belong to another model (or there are none)."""
         cur = self.con.cursor()
         try:
             row = cur.execute(q.SELECT_VECTOR_STATE).fetchone()
@@ -254,22 +286,49 @@ class ReadOnlyVectors:
             cur.close()
         if row is None or ident is None or str(row[0]) != self.fingerprint:
             return None
-        return SidecarHeader(SIDECAR_FORMAT, str(ident[0]), int(row[2]), self.fingerprint, 0)
+        return SidecarHeader(SIDECAR_FORMAT, str(ident[0]), int(row[2]), self.fingerprint, 0), int(row[1])
+
+    def _open(self) -> VectorIndex | None:
+        state = self._state()
+        if state is None:
+            return None
+        expect, watermark = state
+        index = VectorIndex.load(self.sidecar, expect)
+        if index is None and watermark == 0:
+            return None  # nothing embedded yet
+        try:
+            self._embedder = self._make()
+        except EmbedError as exc:
+            # Searches still answer, lexically; say why vectors are not used.
+            _log.warning("vectors not used: the query embedder could not load", reason=str(exc))
+            return None
+        if index is None or index.dims != self._embedder.dims:
+            index = self._rebuild(expect, watermark, self._embedder.dims)
+        return index
+
+    def _rebuild(self, expect: SidecarHeader, watermark: int, dims: int) -> VectorIndex:
+        """The index from the vectors stored in DuckDB (no embedding), saved as the sidecar.
+
+        Saving from a reader is sound: while this process holds its read-only connection no
+        writer can open the database (DuckDB locks the file), so the vector state the header
+        records is the one the index was built from.
+        """
+        t0 = time.perf_counter()
+        index = build_from_stored(self.con, watermark, dims)
+        try:
+            index.save(self.sidecar, replace(expect, count=index.count))
+        except OSError as exc:
+            _log.warning("vector index rebuilt but not saved", path=str(self.sidecar), reason=str(exc))
+        _log.info("vector index rebuilt from stored vectors (the saved one was missing or out of date)",
+                  count=index.count, kind=index.kind, ms=round((time.perf_counter() - t0) * 1000))
+        return index
 
     def ready(self) -> bool:
-        """True when a vector search can run now; the first call loads the sidecar and the model."""
+        """True when a vector search can run now; the first call loads (or rebuilds) the index and the model."""
         with self._lock:
             if not self._checked:
                 self._checked = True
-                expect = self._header()
-                self._index = VectorIndex.load(self.home.path / SIDECAR_NAME, expect) if expect else None
-                if self._index is not None and self._index.count > 0:
-                    try:
-                        self._embedder = self._make()
-                    except EmbedError as exc:
-                        # Searches still answer, lexically; say why vectors are not used.
-                        _log.warning("vectors not used: the query embedder could not load", reason=str(exc))
-                        self._index = None
+                self._index = self._open()
             return self._index is not None and self._index.count > 0
 
     def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None:

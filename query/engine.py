@@ -31,6 +31,7 @@ from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
 from query.hybrid import (
     CUT_REPORTED,
     HYBRID_CANDIDATES,
+    SIMILARITY_FLOOR,
     VECTOR_CANDIDATES,
     Fused,
     VectorSource,
@@ -56,6 +57,8 @@ UBIQUITOUS_MIN_DF = 1000
 PHRASE_CANDIDATES = 100
 # Typo repair is tried for queries of at most this many terms.
 TYPO_MAX_TERMS = 3
+_NO_IDS = np.zeros(0, np.int64)
+_NO_SIMS = np.zeros(0, np.float32)
 
 
 @dataclass(slots=True)
@@ -96,6 +99,9 @@ class Engine:
         # runs in DuckDB: both release the GIL, so on two cores they overlap.
         self._vector_pool = ThreadPoolExecutor(1, thread_name_prefix="query-vectors") \
             if vectors is not None else None
+        # Vector neighbours below this cosine are dropped (query/hybrid.py); bench/quality/floor.py
+        # sweeps it to measure the constant, nothing else changes it.
+        self.similarity_floor = SIMILARITY_FLOOR
         # Called after a page is assembled and before the generation fence is checked; tests use
         # it to land a real write in exactly that window.
         self.assembly_hook: Callable[[], None] | None = None
@@ -230,12 +236,12 @@ class Engine:
             lexical = []
             plan = Plan("vector", query_terms(req.text), tried=["vector"])
         found = pending.result()
+        ids, sims = found if found else (_NO_IDS, _NO_SIMS)
         filt_sql, filt_args = _filters(req)
-        vector = vector_sessions(cur, found[0] if found else np.zeros(0, np.int64), filt_sql, filt_args,
-                                 req.scope == "conversation")
-        updated = {**lex_updated, **{sess: upd for sess, _, upd in vector}}
-        return plan, fuse(lexical, lexical_route, [(sess, chunk) for sess, chunk, _ in vector], updated,
-                          req.filters.sort)
+        vector = vector_sessions(cur, ids, sims, filt_sql, filt_args, req.scope == "conversation")
+        updated = {**lex_updated, **{n.sess: n.updated for n in vector}}
+        return plan, fuse(lexical, lexical_route, [(n.sess, n.chunk, n.similarity) for n in vector], updated,
+                          req.filters.sort, floor=self.similarity_floor)
 
     def _trace(self, cur: duckdb.DuckDBPyConnection, plan: Plan, rows: list[tuple[int, float, int | None]],
                fused: list[Fused], offset: int) -> dict[str, Any]:
@@ -246,8 +252,8 @@ class Engine:
         ids = dict(cur.execute(f"SELECT sess, session_id FROM sessions WHERE sess IN "
                                f"({', '.join(map(str, page + [f.sess for f in after])) or 'NULL'})").fetchall())
         if not fused:  # a lexical route: the rank is the position in the lexical order
-            trace = [{"sessionId": ids.get(s), "lexicalRank": offset + i + 1, "vectorRank": None,
-                      "score": score} for i, (s, score, _) in enumerate(rows)]
+            trace = [{"sessionId": ids.get(s), "matchedBy": "lexical", "lexicalRank": offset + i + 1,
+                      "vectorRank": None, "score": score} for i, (s, score, _) in enumerate(rows)]
             return {"trace": trace}
         trace = [trace_entry(str(ids.get(s)), by_sess[s]) for s in page]
         cut = [{**trace_entry(str(ids.get(f.sess)), f), "reason": "ranked below this page"} for f in after]

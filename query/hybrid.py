@@ -17,7 +17,11 @@ and cost exact queries a little (0.994 vs 1.000). So:
   ``DOMINANCE`` times the next one's: the words clearly point at it (an error message quoted
   nearly whole, whose words span two chunks), so it keeps first place like a strict answer.
   Without that rule one exact query of 174 fell to rank 6 (its vector rank was 94);
-* k = 20 rather than 60: with a short, noisy lexical list, the top vector ranks must count.
+* k = 20 rather than 60: with a short, noisy lexical list, the top vector ranks must count;
+* a session only the vectors found is dropped when its nearest chunk is less similar than
+  ``SIMILARITY_FLOOR``: a query nothing in the index resembles (a made-up word) gets no results
+  rather than the 200 nearest chunks' sessions. Vector ranks are counted before that cut, so
+  below the floor the vectors still order the sessions the words found.
 Measured: exact R@5 1.000 (lexical 1.000), paraphrase 0.397 (lexical 0.000), mixed 0.897
 (lexical 0.862).
 
@@ -49,6 +53,16 @@ DOMINANCE = 2.0
 HYBRID_CANDIDATES = 200
 VECTOR_CANDIDATES = 200
 CUT_REPORTED = 10
+# A session only the vectors found is a result only when its nearest chunk is at least this
+# similar (cosine): every query has VECTOR_CANDIDATES nearest chunks, even a word no session holds.
+# Measured by bench/quality/floor.py on the 20k-filler quality bench: the nearest chunk of 150
+# nonsense queries (made-up words, random letters, off-topic questions) p50 0.27, p90 0.33, max
+# 0.42; the relevant session's nearest chunk, when vectors ranked it in their top 5, p0 0.34 /
+# p5 0.36 (paraphrase), p5 0.38 (mixed). 0.34 is the highest floor costing no R@5 (0.345 loses a
+# paraphrase); 11 of the 150 nonsense queries, all random letters, keep a vector-only hit (all 150
+# at no floor). Rules relative to the best or the 200th neighbour separated worse (nonsense best
+# minus 200th: p50 0.12; relevant minus 200th: p5 0.10).
+SIMILARITY_FLOOR = 0.34
 
 _CODEY = re.compile(r"[A-Za-z][a-z0-9]*[A-Z]|_|/|\\|::|\(\)|[0-9][A-Za-z]|[A-Za-z][0-9]|#\d|--\w|\.\w")
 _WORD = re.compile(r"[^\W\d_]+")
@@ -81,29 +95,53 @@ class Fused:
     chunk: int | None
     lexical_rank: int | None
     vector_rank: int | None
+    similarity: float | None = None  # cosine of the session's nearest chunk, when vectors ranked it
+
+    @property
+    def matched_by(self) -> str:
+        """Which rankings counted this session: "lexical", "vector" (found by meaning only) or "both"."""
+        if self.lexical_rank is not None and self.vector_rank is not None:
+            return "both"
+        return "vector" if self.vector_rank is not None else "lexical"
 
 
-def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, filt_sql: str, filt_args: list[Any],
-                    conversation: bool) -> list[tuple[int, int, int]]:
-    """(session, best chunk, updatedAt or -1) in nearest-first order, for chunks of live sessions
-    passing the filters."""
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """A session's nearest chunk among the query's vector candidates."""
+
+    sess: int
+    chunk: int
+    updated: int  # updatedAt, -1 when unknown
+    similarity: float
+
+
+def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, scores: np.ndarray, filt_sql: str,
+                    filt_args: list[Any], conversation: bool) -> list[Neighbour]:
+    """Sessions of the nearest chunks, nearest first, for chunks of live sessions passing the filters
+    (each session at its nearest chunk)."""
     if len(chunk_ids) == 0:
         return []
     order = {int(c): i for i, c in enumerate(chunk_ids.tolist())}
+    sims = [float(x) for x in scores.tolist()]
     kind = " AND c.kind = 0" if conversation else ""
     rows = cur.execute(
         f"""SELECT c.chunk, c.sess, s.updated_at FROM chunks c JOIN sessions s USING (sess)
             WHERE c.chunk IN ({", ".join(map(str, order))}){kind} AND {filt_sql}""", filt_args).fetchall()
     ranked = sorted((order[int(c)], int(c), int(s), -1 if u is None else int(u)) for c, s, u in rows)
-    seen: dict[int, tuple[int, int]] = {}
-    for _, chunk, sess, updated in ranked:
-        seen.setdefault(sess, (chunk, updated))
-    return [(sess, chunk, updated) for sess, (chunk, updated) in seen.items()]
+    seen: dict[int, Neighbour] = {}
+    for i, chunk, sess, updated in ranked:
+        if sess not in seen:
+            seen[sess] = Neighbour(sess, chunk, updated, sims[i])
+    return list(seen.values())
 
 
-def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vector: list[tuple[int, int]],
-         updated: dict[int, int], sort: str) -> list[Fused]:
-    """Weighted Reciprocal Rank Fusion of two session rankings (ranks start at 1); see the module doc."""
+def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vector: list[tuple[int, int, float]],
+         updated: dict[int, int], sort: str, *, floor: float = SIMILARITY_FLOOR) -> list[Fused]:
+    """Weighted Reciprocal Rank Fusion of two session rankings (ranks start at 1); see the module doc.
+
+    ``vector`` is (session, nearest chunk, its similarity), nearest first. A session only the
+    vectors found, less similar than ``floor``, is not a result; below the floor the vectors
+    still order the sessions the words found."""
     strict = lexical_route in STRICT_ROUTES
     dominant: int | None = None
     if not strict:
@@ -111,13 +149,16 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
         if len(lexical) > 1 and lexical[0][1] >= DOMINANCE * lexical[1][1] > 0:
             dominant = lexical[0][0]
     lex_rank = {s: i + 1 for i, (s, _, _) in enumerate(lexical)}
-    vec_rank = {s: i + 1 for i, (s, _) in enumerate(vector)}
+    vec_rank = {s: i + 1 for i, (s, _, _) in enumerate(vector)}
+    similarity = {s: sim for s, _, sim in vector}
     evidence: dict[int, int | None] = {s: c for s, _, c in lexical}
-    for s, c in vector:
+    for s, c, _ in vector:
         evidence.setdefault(s, c)
     out = []
     for s in evidence:
         lr, vr = lex_rank.get(s), vec_rank.get(s)
+        if lr is None and similarity[s] < floor:
+            continue
         score = 0.0
         if lr:
             if strict or s == dominant:
@@ -126,7 +167,7 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
                 score += LOOSE_WEIGHT / (RRF_K + lr)
         if vr:
             score += 1.0 / (RRF_K + vr)
-        out.append(Fused(s, round(score, 9), evidence[s], lr, vr))
+        out.append(Fused(s, round(score, 9), evidence[s], lr, vr, similarity.get(s)))
     if sort == "newest":
         out.sort(key=lambda f: (-updated.get(f.sess, -1), -f.score, f.sess))
     else:
@@ -135,5 +176,6 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
 
 
 def trace_entry(session_id: str, f: Fused) -> dict[str, Any]:
-    return {"sessionId": session_id, "lexicalRank": f.lexical_rank, "vectorRank": f.vector_rank,
-            "fusedScore": f.score}
+    return {"sessionId": session_id, "matchedBy": f.matched_by, "lexicalRank": f.lexical_rank,
+            "vectorRank": f.vector_rank,
+            "similarity": None if f.similarity is None else round(f.similarity, 4), "fusedScore": f.score}

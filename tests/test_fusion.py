@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from query.hybrid import DOMINANCE, LOOSE_DEPTH, LOOSE_WEIGHT, RRF_K, STRICT_BONUS, fuse
+from query.hybrid import DOMINANCE, LOOSE_DEPTH, LOOSE_WEIGHT, RRF_K, SIMILARITY_FLOOR, STRICT_BONUS, fuse
 
 UPDATED = {s: 1_000 + s for s in range(100)}
 
 
 def test_strict_lexical_answers_keep_first_place_and_vectors_order_the_rest() -> None:
     """A phrase or all-words match outranks any vector-only hit; vector hits follow in their order."""
-    out = fuse([(1, 5.0, 10), (2, 4.0, 20)], "all", [(7, 70), (8, 80), (2, 21)], UPDATED, "relevance")
+    out = fuse([(1, 5.0, 10), (2, 4.0, 20)], "all", [(7, 70, 0.6), (8, 80, 0.5), (2, 21, 0.4)], UPDATED, "relevance")
     assert [f.sess for f in out] == [2, 1, 7, 8]
     assert out[0].score == pytest.approx(STRICT_BONUS + 1 / (RRF_K + 2) + 1 / (RRF_K + 3))
     assert out[0].chunk == 20  # the lexical evidence is kept over the vector chunk
@@ -20,7 +20,7 @@ def test_strict_lexical_answers_keep_first_place_and_vectors_order_the_rest() ->
 def test_loose_lexical_lists_are_cut_and_weighted_below_vectors() -> None:
     """Any-word matches count only to LOOSE_DEPTH, at LOOSE_WEIGHT: a top vector hit beats a top word hit."""
     lexical: list[tuple[int, float, int | None]] = [(s, 10.0 - s * 0.1, s) for s in range(1, 30)]
-    out = fuse(lexical, "any", [(50, 500)], UPDATED, "relevance")
+    out = fuse(lexical, "any", [(50, 500, 0.6)], UPDATED, "relevance")
     assert out[0].sess == 50 and out[0].score == pytest.approx(1 / (RRF_K + 1))
     assert out[1].sess == 1 and out[1].score == pytest.approx(LOOSE_WEIGHT / (RRF_K + 1))
     assert {f.sess for f in out} == {50, *range(1, LOOSE_DEPTH + 1)}
@@ -28,7 +28,7 @@ def test_loose_lexical_lists_are_cut_and_weighted_below_vectors() -> None:
 
 def test_a_dominant_any_word_match_keeps_first_place() -> None:
     """A loose lexical hit scoring DOMINANCE times the next one is treated as asked for; just below is not."""
-    vector = [(50, 500), (51, 510)]
+    vector = [(50, 500, 0.6), (51, 510, 0.5)]
     out = fuse([(1, 9.0 * DOMINANCE, 1), (2, 9.0, 2)], "any", vector, UPDATED, "relevance")
     assert [f.sess for f in out][:2] == [1, 50]
     out = fuse([(1, 9.0 * DOMINANCE - 0.01, 1), (2, 9.0, 2)], "any", vector, UPDATED, "relevance")
@@ -40,9 +40,20 @@ def test_a_dominant_any_word_match_keeps_first_place() -> None:
 
 def test_ties_break_by_newest_then_session_and_newest_sort_orders_by_time() -> None:
     """Equal fused scores order by updatedAt (newer first), then session id; sort=newest puts time first."""
-    out = fuse([], "any", [(3, 30)], UPDATED, "relevance")
+    out = fuse([], "any", [(3, 30, 0.6)], UPDATED, "relevance")
     assert [f.sess for f in out] == [3]
-    out = fuse([(4, 1.0, 40), (5, 1.0, 50)], "all", [(5, 51), (4, 41)], {4: 7, 5: 7}, "relevance")
+    out = fuse([(4, 1.0, 40), (5, 1.0, 50)], "all", [(5, 51, 0.6), (4, 41, 0.6)], {4: 7, 5: 7}, "relevance")
     assert [f.sess for f in out] == [4, 5]  # equal scores and times: the lower session id first
     out = fuse([(1, 9.0, 1), (2, 8.0, 2)], "all", [], {1: 5, 2: 9}, "newest")
     assert [f.sess for f in out] == [2, 1]
+
+
+def test_vector_only_sessions_below_the_floor_are_dropped_but_still_order_word_matches() -> None:
+    """Below SIMILARITY_FLOOR a vector-only session is no result; a session the words found keeps its vector rank."""
+    weak = SIMILARITY_FLOOR - 0.01
+    vector = [(50, 500, SIMILARITY_FLOOR), (51, 510, weak), (2, 20, weak)]
+    out = fuse([(1, 9.0, 10), (2, 8.0, 20)], "any", vector, UPDATED, "relevance")
+    assert [f.sess for f in out] == [2, 50, 1]  # 51 is gone; 2 has both ranks, 1 only a lexical one
+    assert [f.matched_by for f in out] == ["both", "vector", "lexical"]
+    assert out[0].vector_rank == 3 and out[0].similarity == weak
+    assert fuse([], "any", [(51, 510, weak)], UPDATED, "relevance") == []

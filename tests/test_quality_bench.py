@@ -205,3 +205,12 @@ def test_incident_requires_a_user_step() -> None:
     """A script without a user turn is not a session and is refused when the incident is defined."""
     with pytest.raises(ValueError):
         Incident(key="k", cwd="/x", script="A: only the assistant", exact="a", paraphrase="b", mixed="c")
+
+
+def test_floor_nonsense_queries_are_fixed_per_seed() -> None:
+    """The similarity-floor bench asks the same nonsense every run (so its figures can be reproduced)."""
+    from bench.quality.floor import NONSENSE_FIXED, RANDOM_QUERIES, nonsense_queries
+
+    first = nonsense_queries()
+    assert first == nonsense_queries() and first != nonsense_queries(seed=8)
+    assert len(first) == len(set(first)) == len(NONSENSE_FIXED) + RANDOM_QUERIES and "xyzzyplugh" in first

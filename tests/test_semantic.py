@@ -135,7 +135,9 @@ def test_paging_and_cursors_work_on_hybrid_results(semantic_daemon: InprocDaemon
     semantic_daemon.reconcile()
     _wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
-    q = "how did we fix the problem with the layout and the tests"
+    # Every session's reply says what "changed": the words list all five (vectors alone would stop
+    # at the floor), and the vectors order them.
+    q = "what changed when we fixed the layout and the tests"
     seen: list[str] = []
     cursor = None
     while True:
