@@ -29,7 +29,7 @@ from aivault.protocol import (
     METHOD_STATUS,
     RPC_METHODS,
 )
-from aivault.render import ProgressLine, print_results, print_status
+from aivault.render import ProgressLine, print_debug, print_results, print_status
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -85,9 +85,26 @@ class Connection:
             return search_status()
         if method == METHOD_PING:
             return {"pong": True, "mode": "direct", "home": str(self.home.path)}
-        if method in (METHOD_STATS, METHOD_RECONCILE, METHOD_CLEAR):
-            raise CliError(f"{method} needs a running daemon (`aivault serve`); `aivault clear` works without one")
+        if method == METHOD_RECONCILE:
+            raise CliError(f"{method} needs a running daemon (`aivault serve`); without one, `aivault index` "
+                           "runs a scan pass", EXIT_UNAVAILABLE)
+        if method == METHOD_CLEAR:
+            raise CliError(f"{method} needs a running daemon (`aivault serve`); without one, run `aivault clear`",
+                           EXIT_UNAVAILABLE)
+        if method == METHOD_STATS:
+            raise CliError(f"{method} needs a running daemon (`aivault serve`); `aivault status` works without one",
+                           EXIT_UNAVAILABLE)
         raise MethodNotFound(f"unknown method {method!r}")
+
+    def direct_counts(self) -> dict[str, Any] | None:
+        """Session count and skips straight from the read-only index (no daemon to ask)."""
+        svc = self._direct()
+        con = getattr(svc, "con", None)
+        if con is None:
+            return None
+        from query.service import index_counts
+
+        return index_counts(con)
 
     def search(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.rpc is not None:
@@ -107,10 +124,34 @@ class Connection:
 
 
 # --- commands -----------------------------------------------------------------------------------
+def _check_agents(names: list[str]) -> list[str]:
+    """Agent names as the index spells them; an unknown name is a usage error with a hint."""
+    from scanner.discover import AGENTS
+
+    for name in names:
+        if name in AGENTS:
+            continue
+        if name.lower() in AGENTS:
+            raise CliError(f"agent names are lower-case: use --agent {name.lower()} (not {name!r})", EXIT_USAGE)
+        raise CliError(f"unknown agent {name!r}: aivault indexes {', '.join(AGENTS)}", EXIT_USAGE)
+    return names
+
+
+def _limit_note(limit: int) -> None:
+    """The contract clamps the page size to 1..100 silently; a person typing it should hear it once."""
+    from query.request import MAX_LIMIT
+
+    if limit < 1:
+        print(f"aivault: --limit {limit} is below 1; showing 1 session per page", file=sys.stderr)
+    elif limit > MAX_LIMIT:
+        print(f"aivault: --limit {limit} is above the maximum of {MAX_LIMIT}; showing {MAX_LIMIT} per page",
+              file=sys.stderr)
+
+
 def cmd_search(args: argparse.Namespace, home: Home) -> int:
     filters: dict[str, Any] = {}
     if args.agent:
-        filters["agents"] = args.agent
+        filters["agents"] = _check_agents(args.agent)
     if args.path:
         filters["scopePaths"] = [_abs(p) for p in args.path]
     if args.since:
@@ -126,6 +167,8 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
         request["freshness"] = "wait-until-current"
     if args.debug:
         request["debug"] = True
+    if not args.json:
+        _limit_note(args.limit)
     conn = Connection(home)
     result = conn.search(request)
     if args.json:
@@ -134,11 +177,16 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
     kind = result.get("kind")
     if kind == "results":
         print_results(result)
+        if args.debug:
+            print_debug(result.get("debug") or {})
         return EXIT_OK
     if kind == "unavailable":
         raise CliError(_unavailable_message(result.get("reason"), home, conn.index_missing), EXIT_UNAVAILABLE)
     if kind == "stale-cursor":
-        raise CliError("the index changed since that cursor was made: search again without --cursor")
+        if args.cursor:
+            raise CliError("the index changed since that cursor was made: search again without --cursor")
+        raise CliError("the index kept changing while the page was assembled (it is being written right now): "
+                       "try again in a moment")
     raise CliError("that cursor is not valid for this search: search again without --cursor")
 
 
@@ -166,7 +214,7 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
     if args.json:
         print(json.dumps(status))
         return EXIT_OK
-    stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else None
+    stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else conn.direct_counts()
     print_status(status, stats, f"{conn.mode} mode · {home.path}")
     if conn.index_missing:
         step = "`aivault index` (or `aivault serve`)" if status["enabled"] else "`aivault enable`, then `aivault index`"
@@ -192,10 +240,25 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
+def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
+    """Every root a scanner would walk, validated here: a bad --root or config.json entry is the
+    user's to fix, so it stops the command before any child process starts."""
+    from broker.daemon import configured_roots
+    from scanner.discover import default_roots, parse_root_spec
+
+    try:
+        specs = configured_roots(home, list(getattr(args, "root", None) or []))
+        extra = [parse_root_spec(spec) for spec in specs]
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    return ([] if getattr(args, "no_default_roots", False) else default_roots()) + extra
+
+
 def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True,
                 bulk: bool = False) -> Any:
     from broker.daemon import Daemon
 
+    _roots(home, args)
     return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
                   schedule=schedule, semantic=semantic, bulk=bulk)
 
@@ -252,6 +315,8 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         finally:
             daemon.close()
     elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
+    if conn.rpc is None:
+        _verify_index(home)
     msgs = int(summary.get("messages") or 0)
     if args.json:
         import resource
@@ -265,10 +330,35 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
           f"{msgs:,} messages in {elapsed:.1f} s ({msgs / max(elapsed, 1e-9):,.0f} msg/s); "
           f"generation {summary.get('generation')}"
           + (f"; {summary['malformed']:,} malformed lines skipped" if summary.get("malformed") else "")
+          + (f"; {summary['oversized']:,} lines over 64 MiB skipped" if summary.get("oversized") else "")
+          + (f"; {summary['record_cut']:,} records cut at 4 MiB of text" if summary.get("record_cut") else "")
           + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
           + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else "")
           + vectors_note)
+    if not summary.get("files_seen"):
+        print(_where_looked(_roots(home, args)))
     return EXIT_OK
+
+
+def _where_looked(roots: list[Any]) -> str:
+    import os
+
+    if not roots:
+        return "no transcript folders to look in: add one with --root AGENT=PATH"
+    parts = [f"{r.agent} {r.path} ({'found' if os.path.isdir(r.path) else 'absent'})" for r in roots]
+    return ("no transcripts found. Looked in: " + "; ".join(parts)
+            + ". Add another folder with --root AGENT=PATH (or \"roots\" in config.json).")
+
+
+def _verify_index(home: Home) -> None:
+    """An index that cannot read itself back is not "indexed": read every table once."""
+    from indexer.store import connect, verify_readable
+
+    con = connect(home.db_path, read_only=True)
+    try:
+        verify_readable(con, home.db_path)
+    finally:
+        con.close()
 
 
 def _wait_vectors(service: Any) -> None:
@@ -326,11 +416,18 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
         note = "rebuilding in the daemon" if value.get("rebuilding") else "not rebuilding: search is disabled"
         print(f"cleared the index in {home.path} ({len(value.get('removed', []))} file(s) removed); {note}")
         return EXIT_OK
+    from query.local import clear_offline
+
+    _roots(home, args)
+    # The old database is never opened: clear is the way out of a damaged one.
+    removed = clear_offline(home)
     daemon = _run_daemon(home, args, schedule=False)
     try:
-        value = daemon.service.clear()
+        value = {"cleared": True, "removed": removed, "rebuilding": daemon.service.policy.enabled,
+                 "identity": daemon.service.indexer.identity}
         summary: dict[str, Any] | None = None
         if value["rebuilding"]:
+            daemon.service.start()
             bar = ProgressLine()
             summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
             daemon.service.indexer.compact().result()
@@ -383,9 +480,12 @@ def cmd_policy(args: argparse.Namespace, home: Home) -> int:
 
 # --- parser -------------------------------------------------------------------------------------
 def _positive(value: str) -> int:
-    n = int(value)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days, got {value!r}") from None
     if n <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number")
+        raise argparse.ArgumentTypeError(f"must be a positive number of days, got {value!r}")
     return n
 
 
@@ -411,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_index)
     p = sub.add_parser("search", help="search sessions")
     p.add_argument("query")
-    p.add_argument("--agent", action="append", help="only this agent (claude, codex); repeatable")
+    p.add_argument("--agent", action="append", help="only this agent (lower-case: claude, codex); repeatable")
     p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
     p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
     p.add_argument("--sort", choices=("relevance", "newest"))
@@ -454,7 +554,15 @@ def main(argv: list[str] | None = None) -> int:
     home = Home.resolve(args.home)
     try:
         code: int = args.fn(args, home)
+        sys.stdout.flush()
         return code
+    except BrokenPipeError:
+        # `aivault status | head -1`: the reader has what it wanted. Point stdout at /dev/null so
+        # the interpreter's own flush at exit does not complain again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except CliError as exc:
         print(f"aivault: {exc}", file=sys.stderr)
         return exc.code
@@ -466,6 +574,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except PermissionError as exc:
+        print(f"aivault: permission denied: {exc.filename or exc}. Use a data directory of your own (`--home` or "
+              "$AIVAULT_HOME) and check the transcript folders' permissions.", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"aivault: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_ERROR
     except Exception as exc:  # a bug: say so plainly; the traceback is one env var away
         if log.debug_enabled():
             raise

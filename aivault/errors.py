@@ -53,6 +53,30 @@ class ReconcileFailed(AivaultError):
     code = p.ERR_RECONCILE
 
 
+class IndexDamaged(AivaultError):
+    """The database file cannot be read (truncated, overwritten, checksum mismatch)."""
+
+    code = p.ERR_INDEX_DAMAGED
+
+
+class IndexWriteFailed(AivaultError):
+    """A commit failed for a reason that is not the data's (disk full, I/O error); it rolled back."""
+
+    code = p.ERR_WRITE_FAILED
+
+
+class IndexerClosed(AivaultError):
+    """The indexer stopped before the requested work finished."""
+
+    code = p.ERR_INDEXER_CLOSED
+
+
+class DataDirUnusable(AivaultError):
+    """The data directory (or a file in it) cannot be used; the message names the path."""
+
+    code = p.ERR_DATA_DIR
+
+
 class InvalidRequest(AivaultError):
     """Frames that decode, but not into a request this protocol accepts (e.g. an over-long id)."""
 
@@ -82,7 +106,8 @@ class DaemonFailed(AivaultError):
 _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
-                IndexLocked, ReconcileFailed, Busy, InvalidRequest)
+                IndexLocked, ReconcileFailed, Busy, InvalidRequest, IndexDamaged, IndexWriteFailed, IndexerClosed,
+                DataDirUnusable)
 }
 
 

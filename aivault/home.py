@@ -17,12 +17,19 @@ Converted embedding models are a per-user cache, not index data: see ``models_di
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from aivault import log
+from aivault.errors import DataDirUnusable
+
+_log = log.get("home")
 
 HOME_FORMAT_VERSION = 1
 _KEY_BYTES = 32
@@ -82,22 +89,39 @@ class Home:
         return f"ipc://{self.path / 'ingest.sock'}"
 
     def ensure(self) -> Home:
-        """Create the directory with owner-only permissions (and tighten an existing one)."""
-        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(self.path, 0o700)
+        """Create the directory with owner-only permissions (and tighten an existing one of ours).
+
+        Only what needs changing is changed, so a read-only data directory stays usable for reading.
+        """
+        try:
+            self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            st = self.path.stat()
+        except OSError as exc:
+            raise unusable(self.path, exc, "create") from exc
+        if st.st_uid != os.getuid():
+            raise DataDirUnusable(f"the data directory {self.path} belongs to uid {st.st_uid}, not to you "
+                                  f"(uid {os.getuid()}): use one of your own (`--home` or $AIVAULT_HOME)")
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            try:
+                os.chmod(self.path, 0o700)
+            except OSError as exc:
+                raise unusable(self.path, exc, "restrict to owner-only (0700)") from exc
         return self
 
     def key(self) -> bytes:
-        """The signing key, created on first use; owner-only."""
-        self.ensure()
+        """The signing key, created on first use; owner-only (a loosened one is tightened)."""
         try:
-            data = self.key_path.read_bytes()
-            if len(data) == _KEY_BYTES:
-                return data
+            data = read_private(self.key_path)
         except FileNotFoundError:
-            pass
+            data = b""
+        if len(data) == _KEY_BYTES:
+            return data
+        self.ensure()
         data = secrets.token_bytes(_KEY_BYTES)
-        write_private(self.key_path, data)
+        try:
+            write_private(self.key_path, data)
+        except OSError as exc:
+            raise unusable(self.key_path, exc, "write") from exc
         return data
 
     def config(self) -> dict[str, Any]:
@@ -110,6 +134,44 @@ class Home:
         if not isinstance(raw, dict):
             raise ValueError(f"{self.config_path} must hold a JSON object")
         return raw
+
+
+def unusable(path: Path, exc: OSError, doing: str) -> DataDirUnusable:
+    """A clear error for an OSError met on a data-directory path, naming it and what to do."""
+    if isinstance(exc, PermissionError):
+        why = "permission denied"
+    elif exc.errno == errno.EROFS:
+        why = "the file system is read-only"
+    else:
+        why = exc.strerror or str(exc)
+    return DataDirUnusable(f"cannot {doing} {path}: {why}. Use a data directory you can write "
+                           "(`--home` or $AIVAULT_HOME); searching a read-only one works once it holds an index.")
+
+
+def read_private(path: Path) -> bytes:
+    """Read a secret file, first making sure nobody else may read it.
+
+    A key or policy loosened to 0644 (a copy, a careless chmod) is tightened back to 0600 when it
+    is ours; one that belongs to someone else is refused, since it may have been planted.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise DataDirUnusable(f"{path} belongs to uid {st.st_uid}, not to you: refusing to use it. "
+                                  "Delete it (a new one is made) or use a data directory of your own.")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            try:
+                os.fchmod(fd, 0o600)
+                _log.warning("tightened a private file that others could read", path=str(path),
+                             mode=oct(stat.S_IMODE(st.st_mode)))
+            except OSError as exc:
+                raise DataDirUnusable(f"{path} can be read by other users (mode {stat.S_IMODE(st.st_mode):o}) "
+                                      f"and cannot be restricted ({exc.strerror}): `chmod 600 {path}`") from exc
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def write_private(path: Path, data: bytes) -> None:

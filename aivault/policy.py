@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from aivault.home import Home, write_private
+from aivault.home import Home, read_private, unusable, write_private
 
 POLICY_FILE = "policy.json"
 
@@ -31,10 +31,12 @@ class PolicyError(ValueError):
 def load(home: Home) -> Policy:
     path = home.path / POLICY_FILE
     try:
-        raw = json.loads(path.read_text("utf-8"))
+        raw = json.loads(read_private(path).decode("utf-8"))
     except FileNotFoundError:
         return Policy()
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise unusable(path, exc, "read") from exc
+    except ValueError as exc:
         raise PolicyError(f"cannot read {path}: {exc}. Fix it, or run `aivault disable` to rewrite it.") from exc
     if not isinstance(raw, dict):
         raise PolicyError(f"{path} must hold a JSON object; run `aivault disable` to rewrite it")
@@ -49,4 +51,7 @@ def save(home: Home, policy: Policy) -> None:
     if policy.history_days is not None and policy.history_days <= 0:
         raise PolicyError("historyDays must be a positive number of days, or null to keep everything")
     home.ensure()
-    write_private(home.path / POLICY_FILE, (json.dumps(policy.to_json(), indent=2) + "\n").encode("utf-8"))
+    try:
+        write_private(home.path / POLICY_FILE, (json.dumps(policy.to_json(), indent=2) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise unusable(home.path / POLICY_FILE, exc, "write") from exc

@@ -40,6 +40,10 @@ ERR_HOST_UNAVAILABLE: Final = -32002  # the addressed execution host cannot be r
 ERR_INDEX_LOCKED: Final = -32003  # the database is held by another process
 ERR_RECONCILE: Final = -32004  # a reconcile failed before the freshness deadline
 ERR_BUSY: Final = -32005  # the daemon has more requests waiting than it queues: retry after a pause
+ERR_INDEX_DAMAGED: Final = -32010  # the database file cannot be read: rebuild it
+ERR_WRITE_FAILED: Final = -32011  # the index could not be written (disk full, I/O error); nothing was lost
+ERR_INDEXER_CLOSED: Final = -32012  # the indexer stopped (disabled, cleared, shutting down) before the work ended
+ERR_DATA_DIR: Final = -32013  # the data directory cannot be used (permissions, read-only, not ours)
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -52,6 +56,10 @@ ERROR_CODES: Final = {
     ERR_INDEX_LOCKED: "index-locked",
     ERR_RECONCILE: "reconcile-failed",
     ERR_BUSY: "busy",
+    ERR_INDEX_DAMAGED: "index-damaged",
+    ERR_WRITE_FAILED: "index-write-failed",
+    ERR_INDEXER_CLOSED: "indexer-closed",
+    ERR_DATA_DIR: "data-dir-unusable",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------
@@ -92,6 +100,9 @@ def shard_of(dev: int, ino: int, shards: int) -> int:
 MAX_INFLIGHT_BATCHES: Final = 4
 BATCH_MAX_MESSAGES: Final = 4000
 BATCH_MAX_BYTES: Final = 4 * 1024 * 1024
+# A batch's msgpack header (file parts with parser states, gone paths, titles) stays under this,
+# half the ingest header limit in aivault/codec.py.
+BATCH_MAX_HEADER_BYTES: Final = 512 * 1024
 # A scanner that has heard nothing from its indexer for this long assumes it is gone.
 INDEXER_SILENCE_TIMEOUT_S: Final = 30.0
 # The indexer pings an idle scanner this often so the scanner can tell "idle" from "gone".

@@ -28,9 +28,36 @@ class Style:
 
 
 def when(ms: int | None) -> str:
+    """An epoch-ms time in the user's local time zone, e.g. ``2026-03-01 11:00 CET``."""
     if ms is None:
         return "unknown time"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ms / 1000, UTC).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+_SKIP_WORDS = {
+    "malformed-line": ("malformed line", "not JSON, or not a record this reader knows"),
+    "line-too-long": ("line over 64 MiB", "skipped whole"),
+    "record-cut": ("record cut", "its text past 4 MiB is not indexed"),
+}
+
+
+def skip_lines(skipped: dict[str, dict[str, int]]) -> list[str]:
+    """One line per agent saying what was left out of the index and why (duplicates are not losses)."""
+    lines = []
+    for agent, reasons in sorted(skipped.items()):
+        parts = []
+        for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+            if reason.startswith("duplicate_") or n <= 0:
+                continue
+            word, why = _SKIP_WORDS.get(reason, ("", ""))
+            if not word:
+                kind, _, name = reason.partition(":")
+                word, why = kind.replace("_", " "), f"type {name!r} is not indexed" if name else ""
+            parts.append(f"{n:,} {word}{'s' if n != 1 and not word.endswith('s') else ''}"
+                         + (f" ({why})" if why else ""))
+        if parts:
+            lines.append(f"{agent}: " + ", ".join(parts))
+    return lines
 
 
 def highlight(snippet: str, style: Style) -> str:
@@ -102,6 +129,26 @@ def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
         print(st(DIM, f"more: add --cursor {cursor}"), file=out)
 
 
+def print_debug(debug: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    """The planner's report under --debug: the route taken, repaired words, and each hit's ranks."""
+    st = Style(out)
+    report = debug.get("plannerReport") or {}
+    route = report.get("route") or debug.get("route") or "?"
+    print(st(DIM, f"debug: route {route} · scope {report.get('scope', 'all')}"), file=out)
+    repaired = report.get("repairedTerms") or debug.get("repairedTerms") or {}
+    if repaired:
+        print(st(DIM, "  repaired: " + ", ".join(f"{a} -> {b}" for a, b in repaired.items())), file=out)
+    for i, t in enumerate(debug.get("trace") or [], 1):
+        lex, vec = t.get("lexicalRank"), t.get("vectorRank")
+        score = t.get("fusedScore", t.get("score"))
+        by = "words and meaning" if lex and vec else "words" if lex else "meaning only" if vec else "filters"
+        print(st(DIM, f"  {i:>2}. {t.get('sessionId')}: {by} · lexical rank {lex or '-'} · vector rank "
+                      f"{vec or '-'} · score {score}"), file=out)
+    for t in debug.get("cut") or []:
+        print(st(DIM, f"   cut {t.get('sessionId')}: lexical rank {t.get('lexicalRank') or '-'} · vector rank "
+                      f"{t.get('vectorRank') or '-'} ({t.get('reason', 'ranked lower')})"), file=out)
+
+
 def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str, out: TextIO = sys.stdout) -> None:
     st = Style(out)
     phase = status["phase"]
@@ -116,8 +163,12 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
     for d in status.get("degradedRoots") or []:
         print(st(RED, f"  degraded: {d['root']}: {d['reason']}"), file=out)
     if stats:
-        print(f"sessions {stats.get('sessions', 0):,} · chunks {stats.get('chunks', 0):,} · segments "
-              f"{len(stats.get('segments') or [])}", file=out)
+        sizes = [f"sessions {stats.get('sessions', 0):,}"]
+        if "chunks" in stats:
+            sizes += [f"chunks {stats['chunks']:,}", f"segments {len(stats.get('segments') or [])}"]
+        print(" · ".join(sizes), file=out)
+        for line in skip_lines(stats.get("skipped") or {}):
+            print(st(DIM, f"  not indexed: {line}"), file=out)
         if stats.get("writeError"):
             print(st(RED, f"  {stats['writeError']}"), file=out)
         state = stats.get("semanticState")

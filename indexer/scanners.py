@@ -89,7 +89,7 @@ class Slot:
         return proc.returncode
 
 
-SUMMED = ("files_seen", "files_changed", "messages", "malformed", "oversized", "too_old")
+SUMMED = ("files_seen", "files_changed", "messages", "malformed", "oversized", "record_cut", "too_old")
 
 
 @dataclass(slots=True)

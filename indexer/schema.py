@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 # Migrations: version -> statements. Never edit a released migration; add the next number.
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
@@ -98,6 +98,9 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
         # The indexer's last observations, so a process without a running indexer can report them.
         "CREATE TABLE observations (key VARCHAR NOT NULL, value VARCHAR NOT NULL)",
     ),
+    # What was skipped in each file, by reason (JSON {reason: count}, since the file was last read
+    # from its start): nothing is left out of the index without a count a user can see.
+    2: ("ALTER TABLE files ADD COLUMN skips VARCHAR DEFAULT '{}'",),
 }
 
 CREATE_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_version (
@@ -118,7 +121,7 @@ SELECT_SEGMENTS: Final = "SELECT name, state FROM segments ORDER BY created_at, 
 
 SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present,
     expired FROM files ORDER BY path"""
-SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized, expired
+SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized, expired, skips
     FROM files"""
 SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT path FROM b_paths)"
 
@@ -128,7 +131,11 @@ INSERT_CHUNKS: Final = """INSERT INTO chunks SELECT chunk, sess, ord, part, role
 INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl, conv FROM b_postings"
 DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
-    head_hash, state, sess, present, malformed, oversized, indexed_at, false FROM b_files"""
+    head_hash, state, sess, present, malformed, oversized, indexed_at, false, skips FROM b_files"""
+COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"
+# Per-file skip counts for status: the present files' counters and skip maps.
+SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skips) FILTER (WHERE skips <> '{}')
+    FROM files WHERE present GROUP BY agent ORDER BY agent"""
 DELETE_SESSIONS_IN_BATCH: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_sessions)"
 INSERT_SESSIONS: Final = """INSERT INTO sessions SELECT sess, file_id, agent, session_id, title, cwd, branch,
     started_at, updated_at, message_count, resume_command, parent_session_id, present FROM b_sessions"""

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import queue
+import secrets
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ import zmq
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
-from aivault.errors import ProtocolError
+from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError
 from aivault.home import Home
 from aivault.protocol import (
     HEARTBEAT_INTERVAL_S,
@@ -49,7 +50,7 @@ from aivault.protocol import (
 )
 from indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
 from indexer.segments import MergePlan, SegmentLock
-from indexer.store import Meta, now_ms
+from indexer.store import Meta, WriteFailure, classify_write_error, now_ms
 from indexer.vector_service import VectorService
 from indexer.writer import Refused, Writer
 
@@ -60,6 +61,8 @@ FULL_PASS_INTERVAL_S = 600.0
 IDLE_FREEZE_AFTER_S = 10.0
 IDLE_FREEZE_MIN_ROWS = 50_000
 SCANNER_RESPAWN_MAX_S = 30.0
+# The exit code of a scanner whose command line is invalid (argparse's): never restarted.
+EXIT_USAGE = 2
 SCANNER_STOP_GRACE_S = 5.0
 WRITE_RETRY_MAX_S = 60.0
 _SNAPSHOT_PAGE = 5000
@@ -95,6 +98,8 @@ class IndexerService:
         self.schedule = schedule
         self.history_days = history_days
         self.slots = [Slot(i) for i in range(scanners or default_scanners())]
+        # Given to the scanners this indexer starts; a HELLO without it is some other process's.
+        self.token = secrets.token_hex(16)
         self.obs = Observations()
         self.started = False
         self.closed = False
@@ -108,6 +113,8 @@ class IndexerService:
         self._last_recent = 0.0
         self._last_full = 0.0
         self._refusals = 0
+        self.write_failure: WriteFailure | None = None
+        self.batches_ok = 0
         self.last_batch_ms = 0.0
         self._compacting: str | None = None
         self._compact_waiters: list[Future[None]] = []
@@ -142,7 +149,7 @@ class IndexerService:
         # while it was still False is handled (or failed) by that drain.
         if self.closed:
             with contextlib.suppress(InvalidStateError):  # the last drain may have failed it first
-                fut.set_exception(RuntimeError("the indexer is closed"))
+                fut.set_exception(IndexerClosed("the indexer is closed"))
         return fut
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -235,6 +242,10 @@ class IndexerService:
             msg = decode_ingest(rest, SCANNER_KINDS)
         except ProtocolError as exc:
             _log.warning("dropped a bad ingest frame", error=str(exc))
+            if any(s.ident == ident for s in self.slots):
+                # One of our scanners sent something unreadable (perhaps a batch): it must not
+                # wait for an ACK that will never come, nor send the same again.
+                self._send(ident, K_NACK, {"seq": None, "reason": f"unreadable message: {exc}", "poison": True})
             return
         if msg.kind == K_HELLO:
             self._on_hello(ident, msg)
@@ -256,6 +267,11 @@ class IndexerService:
     def _on_hello(self, ident: bytes, msg: IngestMessage) -> None:
         h = msg.header
         shard, shards = h.get("shard", 0), h.get("shards", 1)
+        if h.get("token") != self.token:
+            # A scanner another indexer started (one that outlived it): never ours to feed.
+            _log.warning("refused a scanner this indexer did not start", pid=h.get("pid"))
+            self._send(ident, K_STOP, {"reason": "not started by this indexer"})
+            return
         if h.get("protocol") != PROTOCOL_VERSION or shards != len(self.slots) or not 0 <= shard < shards:
             _log.error("scanner does not match this indexer", protocol=h.get("protocol"), shard=shard, shards=shards)
             self._send(ident, K_STOP, {"reason": "protocol version or shard mismatch"})
@@ -283,27 +299,34 @@ class IndexerService:
         seq = h.get("seq")
         if h.get("epoch") != slot.epoch:
             return  # sent before the scanner re-synced; it will be re-sent
+        if self.write_failure is not None and self.write_failure.fatal:
+            # The database refused a commit for good (DuckDB invalidates it after a failed
+            # checkpoint): nothing can be written until it is reopened (query/local.py).
+            self._send(slot.ident, K_NACK, {"seq": seq, "reason": self.write_failure.message,
+                                            "retry_after_s": WRITE_RETRY_MAX_S})
+            return
         t0 = time.perf_counter()
         try:
             applied = self.writer.apply(h, msg.payload)
-        except (Refused, ProtocolError) as exc:
+        except Refused as exc:
             self._refusals += 1
             _log.warning("batch refused", shard=slot.shard, seq=seq, reason=str(exc))
             self._send(slot.ident, K_NACK, {"seq": seq, "reason": str(exc)})
             return
+        except ProtocolError as exc:
+            # The batch itself is wrong: re-reading the same bytes would build it again, so the
+            # scanner sets its files aside instead of re-sending it for ever.
+            _log.error("batch rejected", shard=slot.shard, seq=seq, reason=str(exc))
+            self._send(slot.ident, K_NACK, {"seq": seq, "reason": f"invalid batch: {exc}", "poison": True})
+            return
         except duckdb.Error as exc:
-            # Not the batch's fault (disk full, I/O error): make the scanner wait, longer each time,
-            # instead of re-sending at full speed.
-            self._refusals += 1
-            delay = min(WRITE_RETRY_MAX_S, 0.5 * 2 ** min(self._refusals, 10))
-            self.obs.write_error = f"cannot write the index: {exc}"
-            _log.error("batch failed", seq=seq, error=str(exc), retry_in_s=delay)
-            self._send(slot.ident, K_NACK, {"seq": seq, "reason": "the index could not be written",
-                                            "retry_after_s": delay})
+            self._write_failed(slot, seq, exc, int(h.get("messages") or 0))
             return
         self._refusals = 0
+        self.batches_ok += 1
         self.last_batch_ms = (time.perf_counter() - t0) * 1000
         self.obs.write_error = None
+        self.write_failure = None
         self._last_batch_at = time.monotonic()
         self._idle_compacted = False
         slot.progress.messages_committed += applied.messages
@@ -313,6 +336,25 @@ class IndexerService:
                   ms=round((time.perf_counter() - t0) * 1000, 1))
         if not self.bulk and self.writer.maybe_freeze():
             self._start_merge()
+
+    def _write_failed(self, slot: Slot, seq: object, exc: duckdb.Error, messages: int) -> None:
+        """A commit failed for a reason that is not the batch's (disk full, I/O error).
+
+        The transaction rolled back, so the index is as it was. A scheduled indexer keeps asking
+        its scanners to wait and retry (longer each time; the daemon is ``degraded`` meanwhile);
+        a one-shot run has nobody to retry for it, so its requests fail at once with the reason.
+        """
+        self._refusals += 1
+        failure = classify_write_error(exc, self.home)
+        self.write_failure = failure
+        self.obs.write_error = failure.message
+        lost = max(0, self.progress.messages_read - self.progress.messages_committed, messages)
+        delay = min(WRITE_RETRY_MAX_S, 0.5 * 2 ** min(self._refusals, 10))
+        _log.error("batch failed", seq=seq, error=str(exc), disk_full=failure.disk_full, fatal=failure.fatal,
+                   retry_in_s=delay)
+        self._send(slot.ident, K_NACK, {"seq": seq, "reason": failure.message, "retry_after_s": delay})
+        if not self.schedule:
+            self._fail_pending(IndexWriteFailed(failure.summary(lost)))
 
     def _on_progress(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
@@ -343,7 +385,8 @@ class IndexerService:
             return
         self.obs.last_reconcile_at = now_ms()
         self.obs.failed = [f for s in self.slots for f in s.failed]
-        self.obs.problems = [p for s in self.slots for p in s.problems]
+        # Every shard walks every root, so each reports the same root problems.
+        self.obs.problems = list({(p["root"], p["reason"]): p for s in self.slots for p in s.problems}.values())
         if any(r.full for r in done):
             self._sweep()
             self.obs.last_sweep_at = now_ms()
@@ -430,7 +473,7 @@ class IndexerService:
     # --- scanner process ------------------------------------------------------------------------
     def scanner_command(self, shard: int = 0) -> list[str]:
         cmd = [sys.executable, "-m", "scanner", "--connect", self.home.ingest_endpoint,
-               "--shard", f"{shard}/{len(self.slots)}"]
+               "--shard", f"{shard}/{len(self.slots)}", "--parent", str(os.getpid()), "--token", self.token]
         for spec in self.extra_roots:
             cmd += ["--root", spec]
         if not self.default_roots:
@@ -456,6 +499,15 @@ class IndexerService:
                 continue
             code = slot.reap(block=False)
             if code is None:
+                continue
+            if code == EXIT_USAGE:
+                # Its command line is wrong (a bad root): a restart would fail the same way, for ever.
+                _log.error("scanner refused its command line; not restarting it", shard=slot.shard, code=code)
+                self.obs.write_error = (f"the scanner (shard {slot.shard}) exited with a usage error: check the "
+                                        "--root options and the \"roots\" in config.json, then restart")
+                slot.proc = None
+                slot.ident = None
+                slot.respawn_at = float("inf")
                 continue
             _log.warning("scanner exited; restarting", shard=slot.shard, code=code, delay_s=slot.respawn_delay)
             slot.proc = None
@@ -551,11 +603,11 @@ class IndexerService:
             time.sleep(0.05)
 
     # --- shutdown -------------------------------------------------------------------------------
-    def _fail_pending(self, reason: str) -> None:
+    def _fail_pending(self, reason: str | Exception) -> None:
         for request in self._pending.values():
             for fut in request.futures:
                 with contextlib.suppress(InvalidStateError):  # the caller may have settled it
-                    fut.set_exception(RuntimeError(reason))
+                    fut.set_exception(reason if isinstance(reason, Exception) else IndexerClosed(reason))
         self._pending.clear()
 
     def _shutdown(self) -> None:

@@ -8,8 +8,10 @@ read-only.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
-import re
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from aivault import log
-from aivault.errors import IndexLocked
+from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked
 from aivault.home import Home
 from aivault.text import TOKENIZER_VERSION
 from indexer import schema as q
@@ -59,17 +61,154 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-_LOCK_PID = re.compile(r"PID (\d+)")
+def lock_holder(path: Path) -> int | None:
+    """The pid of another process holding a POSIX lock on ``path`` (DuckDB's file lock), or None.
+
+    Read from /proc/locks, so that no file descriptor of ``path`` is opened and closed here:
+    closing one would drop every POSIX lock this process holds on the file.
+    """
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a "->" marks a waiter)
+        if len(fields) < 6 or fields[1] != "POSIX" or "->" in fields:
+            continue
+        pid, dev_ino = fields[4], fields[5].split(":")
+        if len(dev_ino) != 3 or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            major, minor, ino = int(dev_ino[0], 16), int(dev_ino[1], 16), int(dev_ino[2])
+        except ValueError:
+            continue
+        if ino == st.st_ino and (major, minor) == (os.major(st.st_dev), os.minor(st.st_dev)):
+            return int(pid)
+    return None
 
 
-def _lock_error(path: Path, exc: Exception) -> IndexLocked:
-    text = str(exc)
-    m = _LOCK_PID.search(text)
-    who = f"process {m.group(1)}" if m else "another process"
+def _locked(path: Path, pid: int | None) -> IndexLocked:
+    who = f"process {pid}" if pid else "another process"
     return IndexLocked(
         f"the index {path} is held read-write by {who}. Only one aivault indexer can write it at a time: "
         "use the running daemon (`aivault status`), or stop that process and retry."
     )
+
+
+# What DuckDB raises when the file cannot be read back (a block failing its checksum, a truncated
+# file) once it is open: the index is damaged, which `aivault clear` fixes. A lock cannot be the
+# cause by then.
+UNREADABLE = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException, duckdb.FatalException)
+
+
+def damaged(path: Path, exc: BaseException) -> IndexDamaged:
+    text = str(exc).strip()
+    first = text.splitlines()[0][:300] if text else exc.__class__.__name__
+    return IndexDamaged(
+        f"the index {path} is damaged and cannot be read ({first}). Rebuild it from the transcripts with "
+        "`aivault clear` (it deletes only the index, never a transcript)."
+    )
+
+
+def open_error(path: Path, exc: duckdb.Error, *, read_only: bool) -> AivaultError:
+    """What a failed open means, decided by facts rather than by the error's wording: another
+    process holding the file's lock, then permissions, then a file DuckDB cannot read."""
+    pid = lock_holder(path)
+    if pid is not None or (path.exists() and _lock_conflict(path)):
+        return _locked(path, pid)
+    problem = access_problem(path, write=not read_only)
+    if problem is not None:
+        return problem
+    if path.exists():
+        return damaged(path, exc)
+    return IndexDamaged(f"cannot open the index {path}: {exc}")
+
+
+def _lock_conflict(path: Path) -> bool:
+    """Another process holds a conflicting POSIX lock (where /proc/locks is not available)."""
+    if Path("/proc/locks").exists():
+        return False  # lock_holder already looked, without touching the file
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fmt = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(fmt, fcntl.F_WRLCK, 0, 0, 0, 0))
+        return bool(struct.unpack(fmt, answer)[0] != fcntl.F_UNLCK)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def access_problem(path: Path, *, write: bool) -> DataDirUnusable | None:
+    """A clear error when ``path`` (or its directory, to create it) cannot be read or written."""
+    target = path if path.exists() else path.parent
+    mode = os.R_OK | (os.W_OK if write else 0)
+    if os.access(target, mode):
+        return None
+    need = "read and write" if write else "read"
+    return DataDirUnusable(f"cannot {need} {target}: permission denied (owner uid {_owner(target)}, you are uid "
+                           f"{os.getuid()}). Use a data directory of your own (`--home` or $AIVAULT_HOME).")
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(path.stat().st_uid)
+    except OSError:
+        return "?"
+
+
+def verify_readable(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Read every column of every table once; IndexDamaged if any block fails its checksum.
+
+    Counting rows is answered from metadata, so each column is hashed to make DuckDB read it.
+    """
+    try:
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall():
+            con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
+    except duckdb.Error as exc:
+        raise damaged(path, exc) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailure:
+    """Why the last commit failed, as the user should hear it."""
+
+    message: str
+    disk_full: bool
+    fatal: bool  # DuckDB invalidated the database: nothing more can be written until it is reopened
+
+    def summary(self, not_indexed: int) -> str:
+        lead = "disk full" if self.disk_full else "the index could not be written"
+        return (f"{lead}: {not_indexed:,} message(s) read in this pass are not indexed (nor the files not read "
+                "yet); the index is intact and nothing already indexed was lost. "
+                + ("Free some space and run the command again." if self.disk_full else
+                   "Check the disk and run the command again.") + f" ({self.message})")
+
+
+_DISK_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
+_LOW_SPACE_BYTES = 16 << 20
+
+
+def classify_write_error(exc: duckdb.Error, home: Home) -> WriteFailure:
+    """A failed commit: the OS error DuckDB passes on (ENOSPC, EFBIG, EDQUOT) or a nearly full
+    file system mean disk full; a FatalException means DuckDB gave up on the open database."""
+    text = str(exc).strip()
+    try:
+        vfs = os.statvfs(home.path)
+        low = vfs.f_bavail * vfs.f_frsize < _LOW_SPACE_BYTES
+    except OSError:
+        low = False
+    disk_full = low or any(t in text for t in _DISK_FULL)
+    fatal = isinstance(exc, duckdb.FatalException)
+    first = text.splitlines()[0][:300] if text else exc.__class__.__name__
+    what = "the disk is full" if disk_full else first
+    return WriteFailure(f"cannot write the index in {home.path}: {what}", disk_full, fatal)
 
 
 def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -82,12 +221,13 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     }
     if read_only and not db_path.exists():
         raise IndexMissing(str(db_path))
+    problem = access_problem(db_path, write=not read_only)
+    if problem is not None:
+        raise problem
     try:
         con = duckdb.connect(str(db_path), read_only=read_only, config=config)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise _lock_error(db_path, exc) from exc
-        raise
+    except duckdb.Error as exc:
+        raise open_error(db_path, exc, read_only=read_only) from exc
     if not read_only:
         con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
         for suffix in ("", ".wal"):
@@ -197,8 +337,12 @@ def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
         con = connect(home.db_path, read_only=False)
     finally:
         os.umask(old)
-    meta = migrate(con)
-    repair_unfinished(con, meta)
+    try:
+        meta = migrate(con)
+        repair_unfinished(con, meta)
+    except UNREADABLE as exc:
+        con.close()
+        raise damaged(home.db_path, exc) from exc
     return con, meta
 
 
@@ -211,12 +355,19 @@ def open_reader(home: Home) -> duckdb.DuckDBPyConnection:
     unfinished commit, and no writer holds the file now, those rows are removed first (a read-only
     handle cannot remove them, and a search would count them)."""
     con = connect(home.db_path, read_only=True)
+    try:
+        meta = read_meta(con)
+    except UNREADABLE as exc:
+        con.close()
+        raise damaged(home.db_path, exc) from exc
+    except duckdb.Error:
+        return con  # a schema this version cannot read is reported by the caller's own queries
     if not _wal(home).exists():
         return con
     try:
-        dirty = bool(unfinished_rows(con, read_meta(con)))
+        dirty = bool(unfinished_rows(con, meta))
     except duckdb.Error:
-        return con  # a schema this version cannot read is reported by the caller's own queries
+        return con
     if not dirty:
         return con
     con.close()

@@ -10,8 +10,9 @@ re-sent or reordered batch can never duplicate a message.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -45,6 +46,7 @@ class FileEntry:
     malformed: int = 0
     oversized: int = 0
     expired: bool = False
+    skips: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,33 @@ class Applied:
     postings: int
 
 
+# Distinct skip reasons kept per file: reasons are a small fixed vocabulary; the cap only guards
+# the table against a peer sending arbitrary keys.
+_SKIP_REASONS_MAX = 32
+
+
+def _load_skips(text: object) -> dict[str, int]:
+    try:
+        raw = json.loads(text) if isinstance(text, str) else {}
+    except ValueError:
+        return {}
+    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
+
+
+def _add_skips(old: dict[str, int], new: object) -> dict[str, int]:
+    """``old`` plus a part's skip counts; ProtocolError for counts that are not a reason -> int map."""
+    if not new:
+        return dict(old)
+    if not isinstance(new, dict) or not all(isinstance(k, str) and isinstance(v, int) and v >= 0
+                                            for k, v in new.items()):
+        raise ProtocolError("a file part's 'skips' must map reasons to counts")
+    out = dict(old)
+    for k, v in new.items():
+        if k in out or len(out) < _SKIP_REASONS_MAX:
+            out[k] = out.get(k, 0) + v
+    return out
+
+
 def _sig(session: dict[str, Any]) -> bytes:
     return hashlib.blake2b(packb(session), digest_size=8).digest()
 
@@ -74,10 +103,10 @@ class Writer:
         self.con = con
         self.lock = lock
         self.files: dict[str, FileEntry] = {}
-        for path, file_id, sess, offset, present, malformed, oversized, expired in \
+        for path, file_id, sess, offset, present, malformed, oversized, expired, skips in \
                 con.execute(q.SELECT_FILES_CACHE).fetchall():
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
-                                         int(oversized), bool(expired))
+                                         int(oversized), bool(expired), _load_skips(skips))
         self.sess_sig: dict[int, bytes] = {}
         row = con.execute(q.SELECT_VECTOR_STATE).fetchone()
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
@@ -159,7 +188,8 @@ class Writer:
             keep = cur is not None and not part["reset"]
             entry = FileEntry(file_id, sess, int(part["end"]), True,
                               (cur.malformed if keep and cur else 0) + int(part.get("malformed", 0)),
-                              (cur.oversized if keep and cur else 0) + int(part.get("oversized", 0)))
+                              (cur.oversized if keep and cur else 0) + int(part.get("oversized", 0)),
+                              skips=_add_skips(cur.skips if keep and cur else {}, part.get("skips")))
             pending[path] = entry
             part_sess.append(sess)
             s = part["session"]
@@ -169,6 +199,7 @@ class Writer:
                 "head_len": part["head_len"], "head_hash": part["head_hash"], "state": part["state"],
                 "sess": sess, "present": True, "malformed": entry.malformed,
                 "oversized": entry.oversized, "indexed_at": now_ms(),
+                "skips": json.dumps(entry.skips, sort_keys=True),
             }
             row = {
                 "sess": sess, "file_id": file_id, "agent": s["agent"], "session_id": s["session_id"],
@@ -454,6 +485,7 @@ _FILES_SCHEMA = pa.schema([
     ("ino", pa.uint64()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("offset", pa.int64()),
     ("head_len", pa.int32()), ("head_hash", pa.int64()), ("state", pa.binary()), ("sess", pa.int32()),
     ("present", pa.bool_()), ("malformed", pa.int64()), ("oversized", pa.int64()), ("indexed_at", pa.int64()),
+    ("skips", pa.string()),
 ])
 _SESSIONS_SCHEMA = pa.schema([
     ("sess", pa.int32()), ("file_id", pa.int32()), ("agent", pa.string()), ("session_id", pa.string()),

@@ -12,8 +12,10 @@ Searches hold the shared side of a lock whose exclusive side these transitions t
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,15 +25,20 @@ import duckdb
 from aivault import log
 from aivault import policy as policy_mod
 from aivault.embed import Embedder
+from aivault.errors import AivaultError, IndexLocked
 from aivault.home import Home, models_dir
 from indexer.segments import SegmentLock
 from indexer.service import IndexerService
-from indexer.store import Meta, open_writer, read_meta
+from indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, open_writer, read_meta
 from query.engine import Engine
 from query.request import parse_request
-from query.service import degraded_roots, wait_for_reconcile
+from query.service import degraded_roots, index_counts, wait_for_reconcile
 
 _log = log.get("service")
+
+HEALTH_POLL_S = 1.0
+# How often a database DuckDB invalidated (a failed write: disk full) is reopened to try again.
+REOPEN_RETRY_S = 10.0
 
 
 def embed_config(home: Home) -> dict[str, Any] | None:
@@ -64,6 +71,28 @@ def index_files(home: Home) -> list[Path]:
                   if p.name == base.name or p.name.startswith(base.name + ".") or p.name in sidecars)
 
 
+def clear_offline(home: Home) -> list[str]:
+    """Delete the index and its sidecars without opening them (no daemon runs).
+
+    Opening is exactly what a damaged file cannot do, so clear never needs to. A file another
+    process holds is left alone (IndexLocked); the caller builds a new database afterwards.
+    """
+    if home.db_path.exists():
+        pid = lock_holder(home.db_path)
+        if pid is not None:
+            raise IndexLocked(f"the index {home.db_path} is held by process {pid}; stop it (`kill -TERM {pid}`) "
+                              "or use its daemon (`aivault clear` talks to a running one)")
+    removed = []
+    for path in index_files(home):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed.append(path.name)
+    _log.info("index cleared (offline)", removed=removed)
+    return removed
+
+
 class LocalService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, semantic: bool = True,
@@ -78,7 +107,16 @@ class LocalService:
         self.lifecycle = SegmentLock()
         self._transition = threading.Lock()
         self.policy = policy_mod.load(home)
-        self.indexer = self._new_indexer(meta)
+        # Set while the database cannot be written (see check_health); status is degraded.
+        self.outage: str | None = None
+        self.read_only = False  # searches go to a read-only handle while no writer can open
+        self._next_reopen = 0.0
+        self._health: threading.Thread | None = None
+        self._health_stop = threading.Event()
+        try:
+            self.indexer = self._new_indexer(meta)
+        except UNREADABLE as exc:
+            raise damaged(home.db_path, exc) from exc
         self._bulk = False
         self.engine = self._new_engine()
 
@@ -102,12 +140,70 @@ class LocalService:
     def start(self) -> None:
         if self.policy.enabled and not self.indexer.started:
             self.indexer.start()
+        if self._health is None:
+            self._health = threading.Thread(target=self._watch_health, name="index-health", daemon=True)
+            self._health.start()
 
     def stop(self) -> None:
+        self._health_stop.set()
+        if self._health is not None:
+            self._health.join(10)
         with self._transition, self.lifecycle.exclusive():
             self.indexer.stop()
             self.engine.close()
             self.con.close()
+
+    # --- a database DuckDB gave up on ------------------------------------------------------------
+    def _watch_health(self) -> None:
+        while not self._health_stop.wait(HEALTH_POLL_S):
+            try:
+                self.check_health()
+            except Exception:
+                _log.exception("index health check failed")
+
+    def check_health(self) -> None:
+        """Reopen a database that DuckDB invalidated after a failed write (a full disk), and resume.
+
+        DuckDB refuses every statement on an invalidated database until it is opened again, so
+        the indexer is closed and the file reopened every REOPEN_RETRY_S; until a writer opens,
+        searches are answered from a read-only handle and status says ``degraded`` with the reason.
+        Nothing committed is lost: DuckDB's WAL holds it, and it is read back on reopening.
+        """
+        ix = self.indexer
+        failure = ix.write_failure
+        if self.outage is not None and ix.started and not ix.closed and failure is None and ix.batches_ok:
+            _log.info("index writable again: indexing resumed", was=self.outage)
+            self.outage = None
+            return
+        if failure is not None and failure.fatal:
+            self.outage = failure.message
+        if self.outage is None or time.monotonic() < self._next_reopen:
+            return
+        self._next_reopen = time.monotonic() + REOPEN_RETRY_S
+        self._reopen()
+
+    def _reopen(self) -> None:
+        with self._transition:
+            with self.lifecycle.exclusive():
+                self.indexer.stop()
+                self.engine.close()
+                with contextlib.suppress(duckdb.Error):
+                    self.con.close()
+                try:
+                    self.con, meta = open_writer(self.home)
+                except (AivaultError, duckdb.Error) as exc:
+                    _log.warning("the index cannot be opened for writing yet; searching it read-only",
+                                 error=str(exc), retry_in_s=REOPEN_RETRY_S)
+                    self.con = connect(self.home.db_path, read_only=True)
+                    self.engine = Engine(self.con, self.home.key())
+                    self.read_only = True
+                    return
+                self.read_only = False
+                self.indexer = self._new_indexer(meta)
+                self.engine = self._new_engine()
+            if self.policy.enabled:
+                self.indexer.start()
+        _log.info("index reopened after a write failure", outage=self.outage)
 
     def apply_policy(self) -> bool:
         """Follow a changed policy file; returns True when the service changed state."""
@@ -176,6 +272,9 @@ class LocalService:
         if not self.policy.enabled:
             return {"kind": "unavailable", "reason": "disabled"}
         ix = self.indexer
+        if self.read_only:
+            with self.lifecycle.shared():
+                return self.engine.search(req)
         if not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0):
             return {"kind": "unavailable", "reason": "not-ready"}
         ix.end_bulk()
@@ -192,7 +291,9 @@ class LocalService:
         roots = [spec.partition("=")[2] for spec in ix.extra_roots] + [r.path for r in self.roots()]
         degraded = degraded_roots(obs.problems, obs.failed, roots)
         due = max(0, prog.files_changed - prog.files_done) if prog.running else 0
-        if ix.closed:
+        if self.outage is not None:
+            phase = "degraded"
+        elif ix.closed:
             phase = "closed"
         elif not ix.started:
             phase = "idle"
@@ -235,12 +336,12 @@ class LocalService:
             "messagesRead": p.messages_read,
             "messagesCommitted": p.messages_committed,
             "chunks": m.n_chunks,
-            "sessions": m.next_sess - 1,
+            **index_counts(self.con),
             "segments": [[s.name, s.state, s.rows] for s in ix.writer.segments.segments],
             "merging": ix.writer.segments.merging,
             "generation": m.generation,
             "identity": m.identity,
-            "writeError": ix.obs.write_error,
+            "writeError": ix.obs.write_error or self.outage,
             "scannerPeakRssKb": ix.scanner_peak_rss_kb,
             "lastBatchMs": round(ix.last_batch_ms, 2),
             "historyDays": self.policy.history_days,

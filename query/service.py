@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
@@ -21,6 +24,7 @@ from aivault.errors import ReconcileFailed
 from aivault.home import Home
 from aivault.protocol import FRESHNESS_DEADLINE_S
 from indexer import schema as q
+from indexer.store import UNREADABLE, damaged
 from query.engine import Engine
 from query.request import parse_request
 
@@ -64,7 +68,8 @@ def search_sessions(params: Any) -> dict[str, Any]:
     if svc is None:
         parse_request(params)  # invalid payloads stay errors even with no service
         return {"kind": "unavailable", "reason": "no-service"}
-    return svc.search(params)
+    with reading(svc):
+        return svc.search(params)
 
 
 def search_status() -> dict[str, Any]:
@@ -72,7 +77,18 @@ def search_status() -> dict[str, Any]:
     svc = get_session_search_service()
     if svc is None:
         return dict(STATUS_SENTINEL)
-    return svc.status()
+    with reading(svc):
+        return svc.status()
+
+
+@contextmanager
+def reading(svc: object) -> Iterator[None]:
+    """Turn a read failure of the database into IndexDamaged naming the file and the rebuild command."""
+    try:
+        yield
+    except UNREADABLE as exc:
+        home = getattr(svc, "home", None)
+        raise damaged(home.db_path if isinstance(home, Home) else Path("index.duckdb"), exc) from exc
 
 
 def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
@@ -90,6 +106,29 @@ def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
         out.append({"root": root, "reason": f"{len(files)} file(s) could not be read: {first['path']}: "
                                             f"{first['reason']}{more}"})
     return out
+
+
+def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Sessions in the index and everything left out of it, per agent and reason (for humans:
+    `aivault status`); the meta counters only ever grow, so they are not counts."""
+    cur = con.cursor()
+    try:
+        row = cur.execute(q.COUNT_SESSIONS).fetchone()
+        skipped: dict[str, dict[str, int]] = {}
+        for agent, malformed, oversized, maps in cur.execute(q.SELECT_SKIPS).fetchall():
+            reasons: dict[str, int] = {}
+            if malformed:
+                reasons["malformed-line"] = int(malformed)
+            if oversized:
+                reasons["line-too-long"] = int(oversized)
+            for text in maps or []:
+                for k, v in json.loads(text).items():
+                    reasons[k] = reasons.get(k, 0) + int(v)
+            if reasons:
+                skipped[str(agent)] = reasons
+    finally:
+        cur.close()
+    return {"sessions": int(row[0]) if row else 0, "skipped": skipped}
 
 
 class MissingIndexService:

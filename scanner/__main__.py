@@ -8,6 +8,8 @@ A desktop app can spawn it the same way the daemon does.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 import time
@@ -30,13 +32,55 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     help="scan only --root folders, not ~/.claude, ~/.codex and friends")
     ap.add_argument("--shard", default="0/1", metavar="K/N",
                     help="handle only files whose (device, inode) hash is K modulo N (default 0/1: all)")
+    ap.add_argument("--parent", type=int, default=None, metavar="PID",
+                    help="the indexer's pid: exit as soon as it is no longer our parent (default: the parent "
+                         "at start)")
+    ap.add_argument("--token", default="", help="identifies this scanner to the indexer that started it")
     return ap.parse_args(argv)
+
+
+def _tie_to_parent(parent: int) -> bool:
+    """Die with the parent: the kernel sends SIGTERM when it exits (Linux), and a scanner whose
+    parent is already gone (the indexer was killed while starting it) exits at once instead of
+    living on and attaching to the next indexer. False when the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    # Checked after arming the signal, so a parent that died in between is seen here.
+    return os.getppid() == parent
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
     # Unwinding from anywhere is safe: the indexer commits each batch atomically with the
     # file offsets it advances, so an interrupted batch is simply re-sent next time.
     raise StopRequested("SIGTERM")
+
+
+def _wait_after_refusal(link: Link, scanner: Scanner, first: Resync) -> None:
+    """After a NACK: set poisoned files aside, wait as long as the indexer asked, reload state.
+
+    Batches still in flight may be refused too while we wait; each refusal only extends the wait
+    (it must not escape from here: the pass is already being abandoned).
+    """
+    logger = log.get("scanner")
+    refusal: Resync | None = first
+    deadline = time.monotonic()
+    while refusal is not None:
+        logger.warning("indexer refused a batch; reloading state", reason=refusal.reason,
+                       retry_in_s=refusal.retry_after_s, set_aside=len(refusal.poison))
+        scanner.set_aside(refusal.poison, refusal.reason)
+        deadline = max(deadline, time.monotonic() + refusal.retry_after_s)
+        refusal = None
+        while time.monotonic() < deadline:  # still answer STOP and notice a dead parent
+            try:
+                link.pump(min(1.0, max(0.0, deadline - time.monotonic())))
+            except Resync as again:
+                refusal = again
+                break
+    scanner.synced = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scanner: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
+    parent = args.parent if args.parent is not None else os.getppid()
+    if not _tie_to_parent(parent):
+        logger.info("scanner exiting", reason=f"parent {parent} is gone")
+        return 0
     try:
         shard, shards = (int(x) for x in args.shard.split("/"))
         if not 0 <= shard < shards:
@@ -57,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"scanner: --shard must look like K/N with 0 <= K < N, got {args.shard!r}", file=sys.stderr)
         return 2
-    link = Link(args.connect)
-    scanner = Scanner(link, roots, shard=shard, shards=shards)
+    link = Link(args.connect, parent=parent)
+    scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token)
     pending: deque[IngestMessage] = deque()
     try:
         scanner.sync()
@@ -76,12 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 stats = scanner.run_pass(reqs[-1].header.get("req"), full,
                                          cutoff_ms=int(cutoff) if isinstance(cutoff, int) else None)
             except Resync as exc:
-                logger.warning("indexer refused a batch; reloading state", reason=exc.reason,
-                               retry_in_s=exc.retry_after_s)
-                deadline = time.monotonic() + exc.retry_after_s
-                while time.monotonic() < deadline:  # still answer STOP and notice a dead parent
-                    link.pump(min(1.0, max(0.0, deadline - time.monotonic())))
-                scanner.synced = False
+                _wait_after_refusal(link, scanner, exc)
                 pending.extendleft(reversed(reqs))
                 continue
             link.send(K_PASS_DONE, {
@@ -92,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 "messages": stats.messages,
                 "malformed": stats.malformed,
                 "oversized": stats.oversized,
+                "record_cut": stats.record_cut,
                 "too_old": stats.too_old,
                 "failed": stats.failed,
                 "problems": [{"root": p.root, "reason": p.reason} for p in stats.problems],

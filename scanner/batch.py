@@ -11,13 +11,21 @@ from dataclasses import asdict
 from typing import Any
 
 from aivault.codec import packb
-from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_MESSAGES
+from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES
 from aivault.text import Tokenizer, chunk_text, tool_index_text
 from scanner.model import KINDS, ROLES, Message, SessionInfo
 
 ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DL_MAX = 65535
+# The indexed text of one transcript record (one line) is cut after this many UTF-8 bytes; the
+# rest of that record is not indexed and the cut is counted (skip reason ``record-cut``). With
+# the batch bound this keeps every batch's text frame under 2 x BATCH_MAX_BYTES, far below the
+# ingest frame limit, however long a line is (a pasted 60 MB log would otherwise make a batch
+# the indexer must refuse, and the scanner would re-send it for ever).
+RECORD_TEXT_MAX_BYTES = 4 << 20
+# Per-part header cost beyond its parser state: path, session metadata, counters.
+_PART_HEADER_BYTES = 512
 
 
 class BatchBuilder:
@@ -40,8 +48,11 @@ class BatchBuilder:
         self.c_dl: list[int] = []
         self.c_text: list[str] = []
         self.messages = 0
-        self.bytes = 0
+        self.bytes = 0  # cost estimate of the payload: text bytes + 8 per token
+        self.header_bytes = 0  # estimate of the msgpack header (file parts, gone paths, titles)
         self.dropped_lines = 0
+        self.record_left = RECORD_TEXT_MAX_BYTES
+        self.record_cut = False
 
     @property
     def empty(self) -> bool:
@@ -49,14 +60,34 @@ class BatchBuilder:
 
     @property
     def full(self) -> bool:
-        return self.messages >= BATCH_MAX_MESSAGES or self.bytes >= BATCH_MAX_BYTES
+        return (self.messages >= BATCH_MAX_MESSAGES or self.bytes >= BATCH_MAX_BYTES
+                or self.header_bytes >= BATCH_MAX_HEADER_BYTES)
+
+    def room_for(self, line_bytes: int) -> bool:
+        """Whether a record of ``line_bytes`` may join this batch without pushing it past its bound.
+
+        A line's length bounds the text it yields (JSON escapes only lengthen text), and a
+        record's text is cut at RECORD_TEXT_MAX_BYTES, so a batch that takes the record stays
+        under BATCH_MAX_BYTES plus one record.
+        """
+        return self.bytes == 0 or self.bytes + min(line_bytes, RECORD_TEXT_MAX_BYTES) <= BATCH_MAX_BYTES
+
+    def begin_record(self) -> None:
+        """The messages that follow come from one new record (line): its text budget starts over."""
+        self.record_left = RECORD_TEXT_MAX_BYTES
+        self.record_cut = False
+
+    def add_header_bytes(self, n: int) -> None:
+        self.header_bytes += n
 
     def add_file(self, update: dict[str, Any]) -> int:
         """Register a file part; returns its index for the messages that follow."""
         self.files.append(update)
+        self.header_bytes += _PART_HEADER_BYTES + 2 * len(update["path"])
         return len(self.files) - 1
 
-    def add_message(self, file_idx: int, ordinal: int, msg: Message) -> None:
+    def add_message(self, file_idx: int, ordinal: int, msg: Message) -> bool:
+        """Chunk, tokenize and add one message; False when the record's text budget cut it."""
         self.messages += 1
         text = msg.text
         if msg.kind in ("tool_call", "tool_result"):
@@ -64,7 +95,16 @@ class BatchBuilder:
             self.dropped_lines += dropped
         role = ROLE_CODE[msg.role]
         kind = KIND_CODE[msg.kind]
+        if len(text) > self.record_left:
+            # A character is at least one byte: nothing past this many characters can fit.
+            text = text[: self.record_left]
+            self.record_cut = True
         for part, piece in enumerate(chunk_text(text)):
+            size = len(piece) if piece.isascii() else len(piece.encode("utf-8", "surrogatepass"))
+            if size > self.record_left:
+                self.record_cut = True
+                break
+            self.record_left -= size
             ci = len(self.c_text)
             length = self.tok.add(ci, piece)
             if not length:
@@ -77,7 +117,8 @@ class BatchBuilder:
             self.c_ts.append(msg.ts)
             self.c_dl.append(min(length, _DL_MAX))
             self.c_text.append(piece)
-            self.bytes += len(piece) + 8 * length
+            self.bytes += size + 8 * length
+        return not self.record_cut
 
     def finish(self, seq: int, epoch: int) -> tuple[dict[str, Any], list[bytes]]:
         """The batch's header and payload frames; the builder is empty afterwards."""

@@ -29,7 +29,8 @@ from scanner.jsonutil import (
 )
 from scanner.model import Kind, Message, ParseStats, SessionInfo
 
-STATE_VERSION = 1
+# 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
+STATE_VERSION = 2
 # Summaries may precede the line their leafUuid names; older ones are dropped first.
 PENDING_SUMMARIES_MAX = 20
 # Summaries written after their leaf usually point at the last lines of the conversation, so a

@@ -30,7 +30,8 @@ from scanner.jsonutil import (
 )
 from scanner.model import Message, ParseStats, SessionInfo
 
-STATE_VERSION = 1
+# 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
+STATE_VERSION = 2
 # Event-stream messages remembered so that the response_item copy of the same text, arriving
 # later, is not indexed twice. One turn rarely holds more than a few of them.
 RECENT_EVENT_MESSAGES_MAX = 64

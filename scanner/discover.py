@@ -96,7 +96,7 @@ def walk(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None = 
     if not stat.S_ISDIR(st.st_mode):
         problems.append(RootProblem(root.path, "root is not a directory"))
         return
-    yield from _walk_dir(root, root.path, problems, 0, dirs, recurse_known=True)
+    yield from _walk_dir(root, root.path, problems, 0, dirs, recurse_known=True, seen={(st.st_dev, st.st_ino)})
 
 
 def walk_changed(root: Root, problems: list[RootProblem], dirs: dict[str, int]) -> Iterator[Found]:
@@ -119,7 +119,7 @@ def walk_changed(root: Root, problems: list[RootProblem], dirs: dict[str, int]) 
             continue
         if now != mtime:
             depth = 0 if path == root.path else path[len(root.path) + 1 :].count(os.sep) + 1
-            yield from _walk_dir(root, path, problems, depth, dirs, recurse_known=False)
+            yield from _walk_dir(root, path, problems, depth, dirs, recurse_known=False, seen=set())
 
 
 # Deep enough for Codex's YYYY/MM/DD and Claude's project/session/subagents; bounded so a
@@ -128,7 +128,7 @@ _MAX_DEPTH = 6
 
 
 def _walk_dir(root: Root, path: str, problems: list[RootProblem], depth: int,
-              dirs: dict[str, int] | None, *, recurse_known: bool) -> Iterator[Found]:
+              dirs: dict[str, int] | None, *, recurse_known: bool, seen: set[tuple[int, int]]) -> Iterator[Found]:
     try:
         mtime = os.stat(path).st_mtime_ns
         with os.scandir(path) as it:
@@ -142,10 +142,16 @@ def _walk_dir(root: Root, path: str, problems: list[RootProblem], depth: int,
     entries.sort(key=lambda e: e.name)
     for entry in entries:
         try:
-            if entry.is_dir(follow_symlinks=False):
-                if depth < _MAX_DEPTH and not entry.name.startswith(".") \
+            if entry.is_dir(follow_symlinks=True):
+                # A symlinked project folder is followed like a real one; a directory already
+                # walked in this pass (a link back up the tree) is not walked again.
+                ident = _dir_identity(entry)
+                if ident is not None and ident not in seen and depth < _MAX_DEPTH \
+                        and not entry.name.startswith(".") \
                         and (recurse_known or dirs is None or entry.path not in dirs):
-                    yield from _walk_dir(root, entry.path, problems, depth + 1, dirs, recurse_known=recurse_known)
+                    seen.add(ident)
+                    yield from _walk_dir(root, entry.path, problems, depth + 1, dirs, recurse_known=recurse_known,
+                                         seen=seen)
                 continue
             if not entry.name.endswith(".jsonl") or not _wanted(root.agent, entry.name):
                 continue
@@ -155,6 +161,11 @@ def _walk_dir(root: Root, path: str, problems: list[RootProblem], depth: int,
             continue
         if stat.S_ISREG(st.st_mode):
             yield Found(entry.path, root.agent, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _dir_identity(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    st = entry.stat(follow_symlinks=True)
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 def _wanted(agent: str, name: str) -> bool:

@@ -41,23 +41,30 @@ class StopRequested(Exception):
 
 
 class Resync(Exception):
-    """The indexer refused a batch; the scanner must reload file state and start over."""
+    """The indexer refused a batch; the scanner must reload file state and start over.
 
-    def __init__(self, reason: str, retry_after_s: float = 0.0) -> None:
+    ``poison`` lists the files of a batch the indexer could not accept as sent (not a state
+    mismatch, which re-reading fixes): sending them again unchanged would be refused again, for
+    ever, so the scanner sets them aside until they change.
+    """
+
+    def __init__(self, reason: str, retry_after_s: float = 0.0, poison: list[str] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after_s = retry_after_s
+        self.poison = poison or []
 
 
 class Link:
-    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None) -> None:
+    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None, *, parent: int | None = None) -> None:
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.SNDHWM, MAX_INFLIGHT_BATCHES + 16)
         self.sock.connect(endpoint)
-        self.parent = os.getppid()
-        self.inflight: dict[int, float] = {}
+        self.parent = os.getppid() if parent is None else parent
+        # seq -> the paths of the batch's file parts, until its ACK
+        self.inflight: dict[int, list[str]] = {}
         self.control: deque[IngestMessage] = deque()
         self.replies: deque[IngestMessage] = deque()
         self.generation = 0
@@ -75,7 +82,7 @@ class Link:
     def send_batch(self, kind: bytes, header: dict[str, Any], payload: list[bytes]) -> None:
         while len(self.inflight) >= MAX_INFLIGHT_BATCHES:
             self.pump(timeout_s=1.0)
-        self.inflight[header["seq"]] = time.monotonic()
+        self.inflight[header["seq"]] = [f["path"] for f in header.get("files", [])]
         self.send(kind, header, payload)
 
     def drain(self) -> None:
@@ -112,10 +119,17 @@ class Link:
             self.generation = int(msg.header.get("generation", self.generation))
             self.acked_messages += int(msg.header.get("messages", 0))
         elif msg.kind == K_NACK:
+            seq = msg.header.get("seq")
+            poison: list[str] = []
+            if msg.header.get("poison") is True:
+                # Without a seq the indexer could not even read which batch it was: every batch
+                # in flight is suspect.
+                batches = [self.inflight[seq]] if seq in self.inflight else list(self.inflight.values())
+                poison = sorted({p for paths in batches for p in paths})
             self.inflight.clear()
             retry = msg.header.get("retry_after_s", 0.0)
             raise Resync(str(msg.header.get("reason", "batch refused")),
-                         float(retry) if isinstance(retry, int | float) else 0.0)
+                         float(retry) if isinstance(retry, int | float) else 0.0, poison)
         elif msg.kind == K_STOP:
             raise StopRequested()
         elif msg.kind == K_RECONCILE:
@@ -140,4 +154,11 @@ class Link:
             self.pump(timeout_s=0.5)
 
     def close(self) -> None:
-        self.sock.close(linger=500)
+        """Close the socket, then the context, while every frame it may still hold is alive.
+
+        Batches are sent zero-copy; leaving them to the interpreter's shutdown let libzmq write
+        from freed memory ("Bad address (src/tcp.cpp:227)"). Whatever is still queued is dropped:
+        the indexer re-asks for anything it did not acknowledge.
+        """
+        self.sock.close(linger=0)
+        self.ctx.term()

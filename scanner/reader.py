@@ -1,8 +1,9 @@
 """Reading the complete lines appended to a file since a byte offset, in bounded memory.
 
 Only lines that end with a newline are returned: a writer may be in the middle of the last
-line, so it is left for the next pass (its bytes are not consumed). A line longer than
-``MAX_LINE_BYTES`` is skipped by streaming over it, never held whole.
+line, so it is left for the next pass (its bytes are not consumed; scanner.scan takes a settled
+one). A line longer than ``MAX_LINE_BYTES`` is skipped by streaming over it, never held whole;
+its end is still reported (as ``None``), so the offset moves past it and it is counted once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ class ReadStats:
     oversized: int = 0  # lines skipped for exceeding MAX_LINE_BYTES
 
 
-def iter_lines(fd: int, start: int, end: int, stats: ReadStats) -> Iterator[tuple[bytes, int]]:
-    """(line without its newline, offset just after the newline) for complete lines in [start, end)."""
+def iter_lines(fd: int, start: int, end: int, stats: ReadStats) -> Iterator[tuple[bytes | None, int]]:
+    """(line without its newline, offset just after the newline) for complete lines in [start, end).
+
+    An oversized line (counted in ``stats``) comes as ``(None, offset after its newline)``.
+    """
     pos = start
     buf = bytearray()
     skipping = False
@@ -46,16 +50,23 @@ def iter_lines(fd: int, start: int, end: int, stats: ReadStats) -> Iterator[tupl
                 buf += block[lo:]
                 if len(buf) > MAX_LINE_BYTES:
                     skipping = True
-                    stats.oversized += 1
                     buf.clear()
                 break
             line_end = pos - len(block) + nl + 1
             if skipping:
+                # Counted when it ends: an unfinished one is seen again by every pass until then.
                 skipping = False
+                stats.oversized += 1
+                yield None, line_end
             elif buf:
-                buf += block[lo:nl]
-                yield bytes(buf), line_end
-                buf.clear()
+                if len(buf) + nl - lo > MAX_LINE_BYTES:
+                    stats.oversized += 1
+                    buf.clear()
+                    yield None, line_end
+                else:
+                    buf += block[lo:nl]
+                    yield bytes(buf), line_end
+                    buf.clear()
             else:
                 yield block[lo:nl], line_end
             lo = nl + 1

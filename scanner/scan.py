@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +25,17 @@ from aivault.protocol import K_BATCH, K_GET_STATES, K_HELLO, K_PROGRESS, PROTOCO
 from aivault.text import Tokenizer
 from scanner.batch import BatchBuilder, session_dict
 from scanner.discover import Found, Root, RootProblem, walk, walk_changed
+from scanner.jsonutil import ParserStateError, loads_line
 from scanner.link import Link
 from scanner.model import Parser
-from scanner.reader import HEAD_BYTES, ReadStats, head_hash, iter_lines
+from scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats, head_hash, iter_lines
 
 _log = log.get("scanner.scan")
 
 # A recent pass re-checks files modified within this window (plus any with a pending tail).
 RECENT_WINDOW_S = 48 * 3600
+# A last line without its newline is indexed once the file has been left alone this long.
+TAIL_SETTLE_S = 30
 PROGRESS_INTERVAL_S = 0.25
 _STATE_PAGE = 500
 
@@ -53,6 +56,17 @@ class FileRec:
 
 
 @dataclass(slots=True)
+class _Part:
+    """One file's part of the batch being built, and what was skipped in it."""
+
+    idx: int  # the part's index in the batch builder
+    malformed0: int  # the parser's malformed count when the part began
+    extra0: dict[str, int]  # the parser's reason counters when the part began
+    read: ReadStats = field(default_factory=ReadStats)
+    record_cut: int = 0  # records whose text was cut at RECORD_TEXT_MAX_BYTES
+
+
+@dataclass(slots=True)
 class PassStats:
     files_seen: int = 0
     files_changed: int = 0
@@ -62,6 +76,7 @@ class PassStats:
     messages: int = 0
     malformed: int = 0
     oversized: int = 0
+    record_cut: int = 0
     too_old: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)
     problems: list[RootProblem] = field(default_factory=list)
@@ -80,8 +95,9 @@ def make_parser(agent: str, path: str, state: dict[str, Any] | None) -> Parser:
 
 
 class Scanner:
-    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1) -> None:
+    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "") -> None:
         self.link = link
+        self.token = token
         self.roots = roots
         self.shard = shard
         self.shards = shards
@@ -93,6 +109,9 @@ class Scanner:
         self.dirs: dict[str, int] = {}
         self.index_sigs: dict[str, tuple[int, int]] = {}
         self.sent_titles: dict[tuple[str, str], str] = {}
+        # Files the indexer refused as sent (see link.Resync): path -> (size, mtime_ns, reason).
+        # They are reported as failed until they change, instead of being re-sent for ever.
+        self.aside: dict[str, tuple[int, int, str]] = {}
         self.epoch = 0
         self.synced = False
         self._last_progress = 0.0
@@ -105,6 +124,7 @@ class Scanner:
             "pid": os.getpid(),
             "shard": self.shard,
             "shards": self.shards,
+            "token": self.token,
             "roots": [[r.agent, r.path] for r in self.roots],
         })
         self.known.clear()
@@ -123,6 +143,16 @@ class Scanner:
                 self.by_inode[(rec.dev, rec.ino)] = rec.path
         self.synced = True
         _log.info("synced", files=len(self.known), epoch=self.epoch)
+
+    def set_aside(self, paths: list[str], reason: str) -> None:
+        """Skip these files (as failed, with the reason) until their size or mtime changes."""
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            self.aside[path] = (st.st_size, st.st_mtime_ns, reason[:300])
+            _log.error("file set aside: the indexer refused its batch", path=path, reason=reason)
 
     def _fetch_states(self, paths: list[str]) -> None:
         for i in range(0, len(paths), _STATE_PAGE):
@@ -149,6 +179,12 @@ class Scanner:
         else:
             mine = candidates
         for found in mine:
+            held = self.aside.get(found.path)
+            if held is not None:
+                if held[:2] == (found.size, found.mtime_ns):
+                    stats.failed.append({"path": found.path, "reason": f"the indexer refused it: {held[2]}"})
+                    continue
+                del self.aside[found.path]  # it changed: try again
             rec = self.known.get(found.path)
             if rec is None and cutoff_ns is not None and found.mtime_ns < cutoff_ns:
                 stats.too_old += 1  # last written before the retention window: nothing to keep
@@ -189,6 +225,14 @@ class Scanner:
                     else walk(root, stats.problems, self.dirs)
             for f in it:
                 found[f.path] = f
+        # One file reached by two paths (a symlinked folder and its target) is one transcript:
+        # keep the path already indexed, else the first found.
+        by_id: dict[tuple[int, int], str] = {}
+        for path in sorted(found, key=lambda p: (p not in self.known, p)):
+            f = found[path]
+            other = by_id.setdefault((f.dev, f.ino), path)
+            if other != path:
+                del found[path]
         if not full:
             horizon = time.time_ns() - RECENT_WINDOW_S * 1_000_000_000
             for rec in self.known.values():
@@ -250,36 +294,72 @@ class Scanner:
     def _read_file(self, fd: int, found: Found, st: os.stat_result, start: int, reset: bool,
                    state: dict[str, Any] | None, renamed_from: str | None, stats: PassStats,
                    req: int | None) -> None:
-        parser = make_parser(found.agent, found.path, state)
-        rstats = ReadStats()
-        malformed0 = pass_malformed0 = parser.stats.malformed
-        part_start = start
-        part_reset = reset
-        part_renamed = renamed_from
-        fidx = self._open_part(found, st, part_start, part_reset, part_renamed)
+        try:
+            parser = make_parser(found.agent, found.path, state)
+        except ParserStateError:
+            # A state this version cannot continue from (a parser upgrade): read the file again
+            # from its start; the indexer replaces its old rows.
+            start, reset, state = 0, True, None
+            parser = make_parser(found.agent, found.path, None)
+        part = _Part(self._open_part(found, st, start, reset, renamed_from), parser.stats.malformed,
+                     dict(parser.stats.extra))
+        pass_malformed0 = parser.stats.malformed
         pos = start
         ordinal = parser.session.message_count
-        for line, end in iter_lines(fd, start, st.st_size, rstats):
-            msgs = parser.feed(line)
-            for msg in msgs:
-                self.builder.add_message(fidx, ordinal, msg)
-                ordinal += 1
-            stats.messages += len(msgs)
+
+        def split_batch() -> _Part:
+            # The batch ends at ``pos`` (a line boundary, the parser's state is exactly there) and
+            # the file goes on in a new part of the next batch.
+            self._close_part(part, fd, parser, pos)
+            stats.oversized += part.read.oversized
+            self._flush()
+            self._progress(req, stats)
+            return _Part(self._open_part(found, st, pos, False, None), parser.stats.malformed,
+                         dict(parser.stats.extra))
+
+        for line, end in self._lines(fd, st, start, part):
+            if line is not None:
+                if not self.builder.room_for(len(line)):
+                    part = split_batch()
+                msgs = parser.feed(line)
+                if msgs:
+                    self.builder.begin_record()
+                    for msg in msgs:
+                        self.builder.add_message(part.idx, ordinal, msg)
+                        ordinal += 1
+                    if self.builder.record_cut:
+                        part.record_cut += 1
+                        stats.record_cut += 1
+                stats.messages += len(msgs)
             stats.bytes_done += end - pos
             pos = end
             if self.builder.full:
-                self._close_part(fidx, fd, parser, pos, rstats, parser.stats.malformed - malformed0)
-                malformed0 = parser.stats.malformed
-                stats.oversized += rstats.oversized
-                rstats = ReadStats()
-                self._flush()
-                self._progress(req, stats)
-                fidx = self._open_part(found, st, pos, False, None)
-        self._close_part(fidx, fd, parser, pos, rstats, parser.stats.malformed - malformed0)
+                part = split_batch()
+        self._close_part(part, fd, parser, pos)
         stats.malformed += parser.stats.malformed - pass_malformed0
-        stats.oversized += rstats.oversized
+        stats.oversized += part.read.oversized
         if self.builder.full:
             self._flush()
+
+    def _lines(self, fd: int, st: os.stat_result, start: int, part: _Part) -> Iterator[tuple[bytes | None, int]]:
+        """The complete lines after ``start``, then a settled last line that has no newline.
+
+        An incomplete last line normally waits: its writer may be in the middle of it. But a
+        finished transcript whose writer never wrote the final newline would lose that record for
+        ever, so a last line is taken once the file has not changed for TAIL_SETTLE_S and the line
+        parses as a complete JSON object. The offset then ends at the file's end; if the file grows
+        later, reading resumes exactly there (the writer's newline reads as an empty line).
+        """
+        pos = start
+        for line, end in iter_lines(fd, start, st.st_size, part.read):
+            pos = end
+            yield line, end
+        rest = st.st_size - pos
+        if rest <= 0 or rest > MAX_LINE_BYTES or time.time_ns() - st.st_mtime_ns < TAIL_SETTLE_S * 1_000_000_000:
+            return
+        tail = os.pread(fd, rest, pos)
+        if len(tail) == rest and b"\n" not in tail and type(loads_line(tail)) is dict:
+            yield tail, st.st_size
 
     def _open_part(self, found: Found, st: os.stat_result, start: int, reset: bool, renamed_from: str | None) -> int:
         return self.builder.add_file({
@@ -294,27 +374,32 @@ class Scanner:
             "start": start,
         })
 
-    def _close_part(self, fidx: int, fd: int, parser: Parser, end: int, rstats: ReadStats, malformed: int) -> None:
-        part = self.builder.files[fidx]
+    def _close_part(self, part: _Part, fd: int, parser: Parser, end: int) -> None:
+        fp = self.builder.files[part.idx]
         head_len = min(end, HEAD_BYTES)
         state_blob = packb(parser.state())
-        part.update({
+        skips = {k: v - part.extra0.get(k, 0) for k, v in parser.stats.extra.items() if v != part.extra0.get(k, 0)}
+        if part.record_cut:
+            skips["record-cut"] = part.record_cut
+        fp.update({
             "end": end,
             "head_len": head_len,
             "head_hash": head_hash(fd, head_len),
             "state": state_blob,
             "session": session_dict(parser.session),
-            "malformed": malformed,
-            "oversized": rstats.oversized,
+            "malformed": parser.stats.malformed - part.malformed0,
+            "oversized": part.read.oversized,
+            "skips": skips,
         })
-        path = part["path"]
-        renamed = part.get("renamed_from")
+        self.builder.add_header_bytes(len(state_blob))
+        path = fp["path"]
+        renamed = fp.get("renamed_from")
         if renamed:
             self.known.pop(renamed, None)
             self.states.pop(renamed, None)
-        self.known[path] = FileRec(path, part["agent"], part["dev"], part["ino"], part["size"], part["mtime_ns"],
-                                   end, head_len, part["head_hash"], True)
-        self.by_inode[(part["dev"], part["ino"])] = path
+        self.known[path] = FileRec(path, fp["agent"], fp["dev"], fp["ino"], fp["size"], fp["mtime_ns"],
+                                   end, head_len, fp["head_hash"], True)
+        self.by_inode[(fp["dev"], fp["ino"])] = path
         self.states[path] = state_blob
 
     def _titles(self) -> None:

@@ -119,11 +119,12 @@ class DaemonProcess:
     """``aivault serve`` as a subprocess, with an RPC client bound to its data directory."""
 
     def __init__(self, home: Home, roots: dict[str, Path], *, extra_env: dict[str, str] | None = None,
-                 schedule_args: list[str] | None = None) -> None:
+                 schedule_args: list[str] | None = None, prefix: list[str] | None = None) -> None:
         from broker.client import RpcClient
 
         self.home = home
-        args = [sys.executable, "-m", "aivault.cli", "serve", "--no-default-roots"]
+        # ``prefix`` runs the daemon under another command (e.g. prlimit), which exec()s it: same pid.
+        args = [*(prefix or []), sys.executable, "-m", "aivault.cli", "serve", "--no-default-roots"]
         for spec in root_args(roots):
             args += ["--root", spec]
         self.log = open(home.path / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()

@@ -202,3 +202,102 @@ def test_status_reports_every_contract_field(home: Home, roots: dict[str, Path])
     assert live["lastSweepCompletedAt"] == direct["lastSweepCompletedAt"] is not None
     assert "daemon mode" in human and "files indexed 2" in human
     assert time.time() * 1000 - live["lastReconcileAt"] < 120_000
+
+
+def test_a_malformed_root_is_a_usage_error_before_any_child_starts(home: Home, roots: dict[str, Path]) -> None:
+    """A bad --root (or config.json root) stops index/serve at once with the scanner's message, exit 2;
+    no daemon or scanner is started (it used to restart the scanner for ever)."""
+    for spec in ("gemini2=/tmp/x", "claude=", "nonsense"):
+        for cmd in ("index", "serve"):
+            t0 = time.monotonic()
+            out = run_cli(home.path, cmd, "--no-default-roots", "--root", spec, timeout=30)
+            assert out.returncode == 2, (cmd, spec, out.stderr)
+            assert "must look like AGENT=PATH" in out.stderr
+            assert time.monotonic() - t0 < 20
+    (home.path / "config.json").write_text(json.dumps({"roots": ["codex"], "embed": {"enabled": False}}))
+    out = run_cli(home.path, "index", "--no-default-roots", timeout=30)
+    assert out.returncode == 2 and "must look like AGENT=PATH" in out.stderr
+    assert not home.db_path.exists()
+
+
+def test_a_closed_pipe_ends_output_quietly(home: Home, roots: dict[str, Path]) -> None:
+    """`aivault status | head -1` prints one line and no 'internal error: BrokenPipeError'."""
+    _corpus(roots)
+    _index(home, roots)
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    for args in (["status"], ["search", "lock"]):
+        p = subprocess.run(f"{sys.executable} -m aivault.cli {' '.join(args)} | head -c 5", shell=True,
+                           env=cli_env(home.path), capture_output=True, text=True, timeout=60)
+        assert "BrokenPipe" not in p.stderr and "internal error" not in p.stderr, p.stderr
+        assert len(p.stdout) == 5
+
+
+def test_everyday_usage_mistakes_get_clear_messages(home: Home, roots: dict[str, Path]) -> None:
+    """Unknown or capitalised agent names, non-numeric days and clamped limits are explained, not swallowed."""
+    _corpus(roots)
+    _index(home, roots)
+    bad = run_cli(home.path, "search", "lock", "--agent", "Claude")
+    assert bad.returncode == 2 and "lower-case" in bad.stderr and "--agent claude" in bad.stderr
+    bad = run_cli(home.path, "search", "lock", "--agent", "gemini2")
+    assert bad.returncode == 2 and "unknown agent 'gemini2'" in bad.stderr and "claude" in bad.stderr
+    days = run_cli(home.path, "policy", "--history-days", "abc")
+    assert days.returncode == 2 and "whole number of days" in days.stderr and "_positive" not in days.stderr
+    for limit, note in (("0", "below 1"), ("-5", "below 1"), ("500", "maximum of 100")):
+        out = run_cli(home.path, "search", "lock", "--limit", limit)
+        assert out.returncode == 0 and note in out.stderr and out.stderr.count("--limit") == 1
+    quiet = run_cli(home.path, "search", "lock", "--limit", "5")
+    assert quiet.stderr == ""
+    rec = run_cli(home.path, "rpc", "aiVault.reconcile", "{}")
+    assert rec.returncode != 0 and "aivault index" in rec.stderr and "clear" not in rec.stderr
+
+
+def test_debug_prints_the_planner_report_in_human_output(home: Home, roots: dict[str, Path]) -> None:
+    """--debug shows the route, repaired words and each hit's ranks, not just the hits."""
+    _corpus(roots)
+    _index(home, roots)
+    out = run_cli(home.path, "search", "DuckDB lcok", "--debug", check=True).stdout
+    assert "debug: route typo" in out
+    assert "repaired: lcok -> lock" in out
+    assert "lexical rank 1" in out
+
+
+def test_index_with_no_transcripts_says_where_it_looked(home: Home, tmp_path: Path) -> None:
+    """With no agent folders, `index` names each place it looked and whether it exists."""
+    empty = tmp_path / "nothing-here"
+    out = run_cli(home.path, "index", "--no-default-roots", "--root", f"claude={empty}", check=True).stdout
+    assert "no transcripts found" in out and f"claude {empty} (absent)" in out
+
+
+def test_status_counts_sessions_not_ids_handed_out(home: Home, roots: dict[str, Path]) -> None:
+    """After retention changes re-read files, status still says how many sessions there are."""
+    _corpus(roots)
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+        for days in ("90", None, "30", None):
+            run_cli(home.path, "policy", *(["--history-days", days] if days else ["--forever"]), check=True)
+            time.sleep(1.5)
+            d.reconcile()
+        human = run_cli(home.path, "status", check=True).stdout
+    finally:
+        d.stop()
+    assert "sessions 2 ·" in human
+    direct = run_cli(home.path, "status", check=True).stdout
+    assert "sessions 2" in direct
+
+
+def test_a_symlinked_project_folder_is_indexed_and_a_loop_is_not_followed(home: Home, roots: dict[str, Path],
+                                                                          tmp_path: Path) -> None:
+    """A project folder that is a symlink is followed (once, loops guarded) instead of skipped in silence."""
+    real = tmp_path / "elsewhere" / "-home-dev-linked"
+    c = ClaudeWriter(real.parent, cwd="/home/dev/linked")
+    c.user("a session behind a symlink about capybaras")
+    os.symlink(real, roots["claude"] / "-home-dev-linked")
+    os.symlink(roots["claude"], real / "loop")  # a cycle back to the root
+    _index(home, roots)
+    hits = json.loads(run_cli(home.path, "search", "capybaras", "--json", check=True).stdout)["hits"]
+    assert len(hits) == 1

@@ -10,6 +10,7 @@ import pytest
 
 import indexer.segments as seg_mod
 import indexer.service
+from aivault.errors import IndexerClosed
 from aivault.home import Home
 from indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
 from tests.builders import ClaudeWriter
@@ -128,6 +129,6 @@ def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[st
     ix.stop()
     compact, reconcile = ix.compact("all"), ix.reconcile(True)
     assert compact.result(timeout=5) is None  # a TimeoutError here is the hang this test is about
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(IndexerClosed, match="closed"):
         reconcile.result(timeout=5)
     d.close()

@@ -1,0 +1,186 @@
+"""The scanner child's life: tied to the indexer that started it, and refusals that never loop or crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from aivault.codec import decode_ingest, encode_ingest
+from aivault.home import Home
+from aivault.protocol import K_BATCH, K_HELLO, K_NACK, K_PASS_DONE, K_RECONCILE, K_STATE, K_STOP, SCANNER_KINDS
+from tests.builders import ClaudeWriter
+from tests.conftest import REPO, DaemonProcess, cli_env, pid_alive, wait_until
+
+
+class FakeIndexer:
+    """A real ROUTER socket speaking the indexer's side of the ingest protocol to a real scanner."""
+
+    def __init__(self, tmp: Path, roots: dict[str, Path], *extra: str) -> None:
+        self.endpoint = f"ipc://{tmp / 'ingest.sock'}"
+        self.router = zmq.Context.instance().socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.bind(self.endpoint)
+        self.proc = subprocess.Popen([sys.executable, "-m", "scanner", "--connect", self.endpoint,
+                                      "--no-default-roots", "--root", f"claude={roots['claude']}", *extra],
+                                     env=cli_env(tmp), cwd=REPO, stderr=subprocess.PIPE, text=True)
+        self.ident = b""
+
+    def recv(self, timeout_s: float = 10.0) -> Any:
+        if not self.router.poll(int(timeout_s * 1000), zmq.POLLIN):
+            return None
+        frames = self.router.recv_multipart()
+        self.ident = frames[0]
+        return decode_ingest(frames[1:], SCANNER_KINDS)
+
+    def send(self, kind: bytes, header: dict[str, Any]) -> None:
+        self.router.send_multipart([self.ident, *encode_ingest(kind, header)])
+
+    def until(self, kind: bytes, timeout_s: float = 20.0) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = self.recv(max(0.1, deadline - time.monotonic()))
+            if msg is not None and msg.kind == kind:
+                return msg
+        raise AssertionError(f"no {kind!r} within {timeout_s} s")
+
+    def close(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self.router.close(0)
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+def test_a_refused_batch_is_set_aside_and_reported_instead_of_resent_for_ever(tmp_path: Path,
+                                                                              roots: dict[str, Path]) -> None:
+    """A poisoned NACK (and a second NACK arriving while the scanner waits) sets the batch's file aside:
+    the next passes report it as failed and send no batch for it, and the scanner never crashes."""
+    c = ClaudeWriter(roots["claude"])
+    c.user("a line the indexer will refuse")
+    fake = FakeIndexer(tmp_path, roots)
+    try:
+        hello = fake.until(K_HELLO)
+        fake.send(K_STATE, {"req": hello.header["req"], "epoch": 1, "files": [], "last": True})
+        fake.send(K_RECONCILE, {"req": 1, "full": True})
+        batch = fake.until(K_BATCH)
+        fake.send(K_NACK, {"seq": batch.header["seq"], "reason": "invalid batch: test", "poison": True,
+                           "retry_after_s": 0.5})
+        fake.send(K_NACK, {"seq": None, "reason": "a second refusal while waiting", "retry_after_s": 0.5})
+        again = fake.until(K_HELLO)  # it reloads state after the refusals
+        fake.send(K_STATE, {"req": again.header["req"], "epoch": 2, "files": [], "last": True})
+        done = fake.until(K_PASS_DONE)
+        assert [f["path"] for f in done.header["failed"]] == [str(c.path)]
+        assert "the indexer refused it: invalid batch: test" in done.header["failed"][0]["reason"]
+        fake.send(K_RECONCILE, {"req": 2, "full": True})
+        while (msg := fake.recv(3.0)) is not None and msg.kind != K_PASS_DONE:
+            assert msg.kind != K_BATCH, "a set-aside file was sent again"
+        assert fake.proc.poll() is None
+        fake.send(K_STOP, {})
+        assert fake.proc.wait(10) == 0
+    finally:
+        stderr = fake.close()
+    assert "Traceback" not in stderr
+
+
+def test_a_scanner_whose_parent_is_already_gone_exits_at_once(tmp_path: Path, roots: dict[str, Path]) -> None:
+    """Started for an indexer that has died (its pid no longer our parent), a scanner exits at once."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "scanner", "--connect", f"ipc://{tmp_path / 'none.sock'}",
+                           "--no-default-roots", "--parent", str(dead.pid)], env=cli_env(tmp_path), cwd=REPO,
+                          capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 0
+    assert time.monotonic() - t0 < 10  # far from the 30 s silence timeout it relied on before
+
+
+def test_a_scanner_without_its_indexers_token_is_refused(home: Home, roots: dict[str, Path]) -> None:
+    """A scanner some other process started (wrong token) is told to stop; the daemon goes on indexing."""
+    ClaudeWriter(roots["claude"]).user("the daemon indexes wombats")
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+        stray = subprocess.run([sys.executable, "-m", "scanner", "--connect", home.ingest_endpoint,
+                                "--no-default-roots", "--root", f"claude={roots['claude']}", "--token", "forged"],
+                               env=cli_env(home.path), cwd=REPO, capture_output=True, text=True, timeout=30)
+        assert stray.returncode == 0
+        ClaudeWriter(roots["claude"], cwd="/home/dev/other").user("and then numbats")
+        d.reconcile()
+        assert len(d.search("numbats")["hits"]) == 1
+    finally:
+        assert d.stop() == 0
+
+
+def test_killing_index_while_its_scanners_start_leaves_no_orphan(home: Home, roots: dict[str, Path]) -> None:
+    """kill -9 of `aivault index` takes its scanner children with it at once (they used to live 30 s
+    and could attach to the next indexer)."""
+    for s in range(20):
+        c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{s}")
+        for i in range(400):
+            c.user(f"message {i} of session {s} about kinkajous")
+    args = [sys.executable, "-m", "aivault.cli", "index", "--no-default-roots", "--root", f"claude={roots['claude']}"]
+    proc = subprocess.Popen(args, env=cli_env(home.path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list[int] = []
+
+    def started() -> bool:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
+        children[:] = [int(x) for x in out.split()]
+        return bool(children)
+
+    try:
+        assert wait_until(started, timeout=30, interval=0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert wait_until(lambda: not any(pid_alive(p) for p in children), timeout=5)
+    finally:
+        for pid in children:
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    out = subprocess.run([sys.executable, "-m", "aivault.cli", "index", "--json", "--no-default-roots", "--root",
+                          f"claude={roots['claude']}"], env=cli_env(home.path), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = subprocess.run([sys.executable, "-m", "aivault.cli", "search", "kinkajous", "--json", "--limit", "100"],
+                           env=cli_env(home.path), capture_output=True, text=True, timeout=60)
+    hits = json.loads(found.stdout)["hits"]
+    assert len(hits) == 20 and all(h["messageCount"] == 400 for h in hits)
+
+
+def test_the_indexer_answers_an_invalid_batch_with_a_poisoned_nack(inproc_daemon: Any, roots: dict[str, Path]) -> None:
+    """A batch the writer cannot accept as sent (not a state mismatch) is refused with `poison`, so its
+    sender sets the files aside instead of re-sending them for ever; unreadable frames from a known
+    scanner get the same answer instead of silence (the scanner would wait for an ACK for ever)."""
+    ix = inproc_daemon.service.indexer
+    s: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(inproc_daemon.home.ingest_endpoint)
+    try:
+        s.send_multipart(encode_ingest(K_HELLO, {"protocol": 1, "pid": os.getpid(), "shard": 0,
+                                                 "shards": len(ix.slots), "roots": [], "token": ix.token, "req": 1}))
+        epoch = None
+        while epoch is None:
+            assert s.poll(10_000)
+            msg = decode_ingest(s.recv_multipart(), (K_STATE, b"PING", b"RECONCILE"))
+            if msg.kind == K_STATE:
+                epoch = msg.header["epoch"]
+        s.send_multipart(encode_ingest(K_BATCH, {"seq": 7, "epoch": epoch, "files": [], "chunks": 0, "postings": 0,
+                                                 "messages": 0}, [b"", b"", b""]))
+        s.send_multipart([b"AIVI1", K_BATCH, b"\xc1"])
+        nacks: list[dict[str, Any]] = []
+        while len(nacks) < 2:
+            assert s.poll(10_000)
+            msg = decode_ingest(s.recv_multipart(), (K_NACK, b"PING", b"RECONCILE", K_STATE))
+            if msg.kind == K_NACK:
+                nacks.append(msg.header)
+        assert nacks[0]["seq"] == 7 and nacks[0]["poison"] is True and "invalid batch" in nacks[0]["reason"]
+        assert nacks[1]["seq"] is None and nacks[1]["poison"] is True
+    finally:
+        s.close(0)
