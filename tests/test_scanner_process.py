@@ -25,7 +25,7 @@ class FakeIndexer:
 
     def __init__(self, tmp: Path, roots: dict[str, Path], *extra: str) -> None:
         self.endpoint = f"ipc://{tmp / 'ingest.sock'}"
-        self.router = zmq.Context.instance().socket(zmq.ROUTER)
+        self.router: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.bind(self.endpoint)
         self.proc = subprocess.Popen([sys.executable, "-m", "scanner", "--connect", self.endpoint,
