@@ -84,8 +84,12 @@ def measure(engine: Any, cur: Any, queries: Sequence[LabelledQuery], nonsense: S
                 f"WHERE c.chunk IN ({', '.join(map(str, missing))})").fetchall())
         return [(sess_of[c], float(x)) for c, x in zip(ids, sims, strict=True) if c in sess_of]
 
-    per_kind: dict[str, dict[str, list[float]]] = {k: {"relevant": [], "top": [], "other": [], "gap": []}
-                                                   for k in KINDS}
+    # relevant: the relevant session's nearest chunk (when among the candidates); relevantTop5: the
+    # same when the vectors rank that session in their top five sessions (the matches a floor must
+    # keep); top / other: the nearest chunk overall / of another session; gap: top minus relevant;
+    # overLast: relevantTop5 minus the last candidate's similarity (a rule relative to the background).
+    names = ("relevant", "relevantTop5", "top", "other", "gap", "overLast")
+    per_kind: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names} for k in KINDS}
     not_near = dict.fromkeys(KINDS, 0)
     for q in queries:
         near = neighbours(q.query)
@@ -96,16 +100,20 @@ def measure(engine: Any, cur: Any, queries: Sequence[LabelledQuery], nonsense: S
             d["top"].append(near[0][1])
         if other:
             d["other"].append(other[0])
-        if rel:
-            d["relevant"].append(rel[0])
-            d["gap"].append(near[0][1] - rel[0])
-        else:
+        if not rel:
             not_near[q.kind] += 1
-    noise_top = [n[0][1] for n in (neighbours(t) for t in nonsense) if n]
+            continue
+        d["relevant"].append(rel[0])
+        d["gap"].append(near[0][1] - rel[0])
+        if any(s in q.relevant for s in list(dict.fromkeys(s for s, _ in near))[:5]):
+            d["relevantTop5"].append(rel[0])
+            d["overLast"].append(rel[0] - near[-1][1])
+    noise = [n for n in (neighbours(t) for t in nonsense) if n]
     return {
         "kinds": {k: {name: _dist(v) for name, v in d.items()} | {"relevantNotInCandidates": not_near[k]}
                   for k, d in per_kind.items()},
-        "nonsenseTop": _dist(noise_top),
+        "nonsenseTop": _dist([n[0][1] for n in noise]),
+        "nonsenseOverLast": _dist([n[0][1] - n[-1][1] for n in noise]),
     }
 
 
@@ -136,7 +144,7 @@ def sweep(engine: Any, queries: Sequence[LabelledQuery], nonsense: Sequence[str]
                "mrr@10": sum(mrr) / len(mrr) if mrr else None,
                "vectorOnlyHitsPerQuery": {k: round(vector_only[k] / max(len(r5[k]), 1), 2) for k in KINDS},
                "nonsensePadded": padded, "nonsensePadding": padding, "nonsense": len(nonsense)}
-        print(f"floor {floor:4.2f}: " + "  ".join(f"{k} R@5 {row[f'{k}R@5']:.3f}" for k in KINDS)
+        print(f"floor {floor:.3f}: " + "  ".join(f"{k} R@5 {row[f'{k}R@5']:.3f}" for k in KINDS)
               + f"  MRR@10 {row['mrr@10']:.3f}  vector-only hits/query "
               + ", ".join(f"{k} {v}" for k, v in row["vectorOnlyHitsPerQuery"].items())
               + f"  nonsense padded {padded}/{len(nonsense)} ({padding} hits)", flush=True)
@@ -153,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="a bench.quality.run work directory")
     ap.add_argument("--floors", default=",".join(map(str, DEFAULT_FLOORS)))
     args = ap.parse_args(argv)
-    floors = [float(x) for x in args.floors.split(",") if x.strip()]
+    floors = [float(x) for x in args.floors.split(",") if x.strip()]  # none: the distributions only
 
     from aivault import log
     from aivault.home import Home
@@ -178,9 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for kind, d in dist["kinds"].items():
             print(f" {kind} (relevant session not among the {VECTOR_CANDIDATES} nearest chunks: "
                   f"{d['relevantNotInCandidates']})")
-            for name in ("relevant", "top", "other", "gap"):
-                _print_dist(name, d[name])
+            for name in d:
+                if name != "relevantNotInCandidates":
+                    _print_dist(name, d[name])
         _print_dist("nonsense: top", dist["nonsenseTop"])
+        _print_dist("nonsense: overLast", dist["nonsenseOverLast"])
         rows = sweep(svc.engine, queries, nonsense, floors)
     finally:
         svc.close()
