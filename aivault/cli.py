@@ -165,7 +165,9 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
         request["cursor"] = args.cursor
     if args.fresh:
         request["freshness"] = "wait-until-current"
-    if args.debug:
+    if args.debug or not args.json:
+        # Human output always asks for the trace: it is how a hit found by meaning alone is marked
+        # (the contract's hits carry no route). --json stays the contract's object as asked.
         request["debug"] = True
     if not args.json:
         _limit_note(args.limit)

@@ -141,7 +141,8 @@ def print_debug(debug: dict[str, Any], out: TextIO = sys.stdout) -> None:
     for i, t in enumerate(debug.get("trace") or [], 1):
         lex, vec = t.get("lexicalRank"), t.get("vectorRank")
         score = t.get("fusedScore", t.get("score"))
-        by = "words and meaning" if lex and vec else "words" if lex else "meaning only" if vec else "filters"
+        matched = t.get("matchedBy") or ("both" if lex and vec else "lexical" if lex else "vector" if vec else "")
+        by = {"both": "words and meaning", "lexical": "words", "vector": "meaning only"}.get(matched, "filters")
         print(st(DIM, f"  {i:>2}. {t.get('sessionId')}: {by} · lexical rank {lex or '-'} · vector rank "
                       f"{vec or '-'} · score {score}"), file=out)
     for t in debug.get("cut") or []:

@@ -301,3 +301,28 @@ def test_a_symlinked_project_folder_is_indexed_and_a_loop_is_not_followed(home: 
     _index(home, roots)
     hits = json.loads(run_cli(home.path, "search", "capybaras", "--json", check=True).stdout)["hits"]
     assert len(hits) == 1
+
+
+def test_ctrl_c_during_index_exits_130_without_a_libzmq_assertion(home: Home, roots: dict[str, Path]) -> None:
+    """Ctrl-C at several moments of `index` ends with exit 130 and no "Bad address (src/tcp.cpp…)" from a
+    scanner whose zero-copy frames outlived its socket (a race: several moments are tried)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    for s in range(12):
+        c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{s}")
+        for i in range(800):
+            c.user(f"message {i} of session {s} about quolls and their dens " * 3)
+    args = [sys.executable, "-m", "aivault.cli", "index", "--no-default-roots", "--root", f"claude={roots['claude']}"]
+    for delay in (0.8, 1.1, 1.4, 1.7, 2.0, 2.3):
+        for p in home.path.glob("index.duckdb*"):
+            p.unlink()
+        proc = subprocess.Popen(args, env=cli_env(home.path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert "Bad address" not in err and "Assertion" not in err and "Traceback" not in err, err
+        assert proc.returncode in (0, 130), (proc.returncode, err)
