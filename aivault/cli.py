@@ -16,17 +16,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aivault import log
+from aivault import config, log
 from aivault import policy as policy_mod
-from aivault.errors import AivaultError, InvalidParams, MethodNotFound
+from aivault.broker.client import Connection
+from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import (
     METHOD_CLEAR,
-    METHOD_PING,
     METHOD_RECONCILE,
-    METHOD_SEARCH,
     METHOD_STATS,
-    METHOD_STATUS,
     RPC_METHODS,
 )
 from aivault.render import ProgressLine, print_debug, print_results, print_status
@@ -43,90 +41,10 @@ class CliError(Exception):
         self.code = code
 
 
-# --- connecting ---------------------------------------------------------------------------------
-class Connection:
-    """Either a running daemon (over ZeroMQ) or the index opened read-only in this process."""
-
-    def __init__(self, home: Home) -> None:
-        from broker.client import RpcClient, connect_daemon
-
-        self.home = home
-        self.direct: Any = None
-        # None: no daemon, open the index directly; a live daemon that does not answer raises
-        # DaemonNotAnswering, naming the pid to stop.
-        self.rpc: RpcClient | None = connect_daemon(home)
-        self.mode = "daemon" if self.rpc else "direct"
-        self.index_missing = False
-
-    def _direct(self) -> Any:
-        if self.direct is None:
-            from indexer.store import IndexMissing, open_reader
-            from query.service import DirectService, MissingIndexService, set_session_search_service
-
-            try:
-                self.direct = DirectService(self.home, open_reader(self.home))
-            except IndexMissing:
-                # Contract answers (unavailable / zero status), so `rpc` and `--json` stay exact.
-                self.index_missing = True
-                self.direct = MissingIndexService(self.home)
-            set_session_search_service(self.direct)
-        return self.direct
-
-    def call(self, method: str, params: Any) -> Any:
-        if self.rpc is not None:
-            return self.rpc.call(method, params)
-        from query.service import search_sessions, search_status
-
-        if method == METHOD_SEARCH:
-            self._direct()
-            return search_sessions(params)
-        if method == METHOD_STATUS:
-            self._direct()
-            return search_status()
-        if method == METHOD_PING:
-            return {"pong": True, "mode": "direct", "home": str(self.home.path)}
-        if method == METHOD_RECONCILE:
-            raise CliError(f"{method} needs a running daemon (`aivault serve`); without one, `aivault index` "
-                           "runs a scan pass", EXIT_UNAVAILABLE)
-        if method == METHOD_CLEAR:
-            raise CliError(f"{method} needs a running daemon (`aivault serve`); without one, run `aivault clear`",
-                           EXIT_UNAVAILABLE)
-        if method == METHOD_STATS:
-            raise CliError(f"{method} needs a running daemon (`aivault serve`); `aivault status` works without one",
-                           EXIT_UNAVAILABLE)
-        raise MethodNotFound(f"unknown method {method!r}")
-
-    def direct_counts(self) -> dict[str, Any] | None:
-        """Session count and skips straight from the read-only index (no daemon to ask)."""
-        svc = self._direct()
-        con = getattr(svc, "con", None)
-        if con is None:
-            return None
-        from query.service import index_counts
-
-        return index_counts(con)
-
-    def search(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.rpc is not None:
-            from broker.client import SessionSearchClient
-
-            return SessionSearchClient(self.rpc).search(request)
-        value: dict[str, Any] = self.call(METHOD_SEARCH, request)
-        return value
-
-    def status(self) -> dict[str, Any]:
-        if self.rpc is not None:
-            from broker.client import SessionSearchClient
-
-            return SessionSearchClient(self.rpc).status()
-        value: dict[str, Any] = self.call(METHOD_STATUS, {})
-        return value
-
-
 # --- commands -----------------------------------------------------------------------------------
 def _check_agents(names: list[str]) -> list[str]:
     """Agent names as the index spells them; an unknown name is a usage error with a hint."""
-    from scanner.discover import AGENTS
+    from aivault.scanner.discover import AGENTS
 
     for name in names:
         if name in AGENTS:
@@ -139,7 +57,7 @@ def _check_agents(names: list[str]) -> list[str]:
 
 def _limit_note(limit: int) -> None:
     """The contract clamps the page size to 1..100 silently; a person typing it should hear it once."""
-    from query.request import MAX_LIMIT
+    from aivault.query.request import MAX_LIMIT
 
     if limit < 1:
         print(f"aivault: --limit {limit} is below 1; showing 1 session per page", file=sys.stderr)
@@ -233,7 +151,7 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
     if args.host and conn.rpc is not None:
         value = conn.rpc.call(args.method, params, host=args.host)
     elif args.host and args.host != "local":
-        from broker.hosts import parse_host, remote_unavailable
+        from aivault.broker.hosts import parse_host, remote_unavailable
 
         raise remote_unavailable(parse_host(args.host))
     else:
@@ -245,11 +163,10 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
 def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
     """Every root a scanner would walk, validated here: a bad --root or config.json entry is the
     user's to fix, so it stops the command before any child process starts."""
-    from broker.daemon import configured_roots
-    from scanner.discover import default_roots, parse_root_spec
+    from aivault.scanner.discover import default_roots, parse_root_spec
 
+    specs = config.roots(home, list(getattr(args, "root", None) or []))
     try:
-        specs = configured_roots(home, list(getattr(args, "root", None) or []))
         extra = [parse_root_spec(spec) for spec in specs]
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
@@ -258,7 +175,7 @@ def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
 
 def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True,
                 bulk: bool = False) -> Any:
-    from broker.daemon import Daemon
+    from aivault.broker.daemon import Daemon
 
     _roots(home, args)
     return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
@@ -354,7 +271,7 @@ def _where_looked(roots: list[Any]) -> str:
 
 def _verify_index(home: Home) -> None:
     """An index that cannot read itself back is not "indexed": read every table once."""
-    from indexer.store import connect, verify_readable
+    from aivault.indexer.store import connect, verify_readable
 
     con = connect(home.db_path, read_only=True)
     try:
@@ -375,7 +292,7 @@ def _wait_vectors(service: Any) -> None:
 
 
 def _stats_over_rpc(home: Home) -> dict[str, Any]:
-    from broker.client import RpcClient
+    from aivault.broker.client import RpcClient
 
     c = RpcClient.for_home(home, timeout_s=5)
     try:
@@ -418,7 +335,7 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
         note = "rebuilding in the daemon" if value.get("rebuilding") else "not rebuilding: search is disabled"
         print(f"cleared the index in {home.path} ({len(value.get('removed', []))} file(s) removed); {note}")
         return EXIT_OK
-    from query.local import clear_offline
+    from aivault.query.local import clear_offline
 
     _roots(home, args)
     # The old database is never opened: clear is the way out of a damaged one.
@@ -550,10 +467,22 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+_interrupted: list[int] = []
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    # Remembered, because DuckDB turns the KeyboardInterrupt raised in the middle of one of its
+    # queries into "RuntimeError: Query interrupted".
+    _interrupted.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log.configure("warning")
     home = Home.resolve(args.home)
+    if threading.current_thread() is threading.main_thread() and args.fn is not cmd_serve:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         code: int = args.fn(args, home)
         sys.stdout.flush()
@@ -571,7 +500,10 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidParams as exc:
         print(f"aivault: invalid request: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except (AivaultError, policy_mod.PolicyError, ValueError) as exc:
+    except NeedsDaemon as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except AivaultError as exc:
         print(f"aivault: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
@@ -585,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"aivault: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # a bug: say so plainly; the traceback is one env var away
+        if _interrupted:
+            return 130
         if log.debug_enabled():
             raise
         print(f"aivault: internal error: {exc.__class__.__name__}: {exc}\n"

@@ -89,6 +89,36 @@ class Busy(AivaultError):
     code = p.ERR_BUSY
 
 
+class ConfigInvalid(AivaultError):
+    """config.json cannot be read or holds a value of the wrong shape; the message names it."""
+
+    code = p.ERR_CONFIG
+
+
+class PolicyInvalid(AivaultError):
+    """policy.json cannot be read or holds invalid values; the message says how to rewrite it."""
+
+    code = p.ERR_CONFIG
+
+
+class AlreadyRunning(AivaultError):
+    """Another process is this data directory's writer (a daemon or an `aivault index`)."""
+
+    code = p.ERR_INDEX_LOCKED
+
+
+class IndexingDisabled(AivaultError):
+    """Indexing was asked for while the user's consent is off."""
+
+    code = p.ERR_DISABLED
+
+
+class NeedsDaemon(AivaultError):
+    """A method only a running daemon answers, asked without one; the message says what to run."""
+
+    code = p.ERR_NEEDS_DAEMON
+
+
 class DaemonUnreachable(AivaultError):
     """No reply from the daemon's socket within the timeout."""
 
@@ -107,7 +137,7 @@ _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
                 IndexLocked, ReconcileFailed, Busy, InvalidRequest, IndexDamaged, IndexWriteFailed, IndexerClosed,
-                DataDirUnusable)
+                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon)
 }
 
 

@@ -18,13 +18,11 @@ Converted embedding models are a per-user cache, not index data: see ``models_di
 from __future__ import annotations
 
 import errno
-import json
 import os
 import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aivault import log
 from aivault.errors import DataDirUnusable
@@ -123,17 +121,6 @@ class Home:
         except OSError as exc:
             raise unusable(self.key_path, exc, "write") from exc
         return data
-
-    def config(self) -> dict[str, Any]:
-        try:
-            raw = json.loads(self.config_path.read_text("utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read {self.config_path}: {exc}; fix or delete the file") from exc
-        if not isinstance(raw, dict):
-            raise ValueError(f"{self.config_path} must hold a JSON object")
-        return raw
 
 
 def unusable(path: Path, exc: OSError, doing: str) -> DataDirUnusable:

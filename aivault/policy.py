@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from aivault.errors import PolicyInvalid
 from aivault.home import Home, read_private, unusable, write_private
 
 POLICY_FILE = "policy.json"
@@ -24,10 +25,6 @@ class Policy:
         return {"enabled": self.enabled, "historyDays": self.history_days}
 
 
-class PolicyError(ValueError):
-    pass
-
-
 def load(home: Home) -> Policy:
     path = home.path / POLICY_FILE
     try:
@@ -37,19 +34,19 @@ def load(home: Home) -> Policy:
     except OSError as exc:
         raise unusable(path, exc, "read") from exc
     except ValueError as exc:
-        raise PolicyError(f"cannot read {path}: {exc}. Fix it, or run `aivault disable` to rewrite it.") from exc
+        raise PolicyInvalid(f"cannot read {path}: {exc}. Fix it, or run `aivault disable` to rewrite it.") from exc
     if not isinstance(raw, dict):
-        raise PolicyError(f"{path} must hold a JSON object; run `aivault disable` to rewrite it")
+        raise PolicyInvalid(f"{path} must hold a JSON object; run `aivault disable` to rewrite it")
     enabled = raw.get("enabled", False)
     days = raw.get("historyDays")
     if not isinstance(enabled, bool) or not (days is None or (isinstance(days, int) and days > 0)):
-        raise PolicyError(f"{path} has invalid values; run `aivault policy` to rewrite it")
+        raise PolicyInvalid(f"{path} has invalid values; run `aivault policy` to rewrite it")
     return Policy(enabled, days)
 
 
 def save(home: Home, policy: Policy) -> None:
     if policy.history_days is not None and policy.history_days <= 0:
-        raise PolicyError("historyDays must be a positive number of days, or null to keep everything")
+        raise PolicyInvalid("historyDays must be a positive number of days, or null to keep everything")
     home.ensure()
     try:
         write_private(home.path / POLICY_FILE, (json.dumps(policy.to_json(), indent=2) + "\n").encode("utf-8"))

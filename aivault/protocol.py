@@ -6,7 +6,7 @@ changelog) whenever a frame, method, field or result kind changes.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 PROTOCOL_VERSION: Final = 1
 
@@ -28,6 +28,19 @@ IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING
 # Result kinds of aiVault.searchSessions (SPEC §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
 UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
+# aiVault.searchStatus when no service is registered (SPEC §4): "no service", not "an empty,
+# current index". Callers copy it before changing anything.
+STATUS_SENTINEL: Final[dict[str, Any]] = {
+    "enabled": False,
+    "phase": "idle",
+    "filesIndexed": 0,
+    "filesDue": 0,
+    "filesFailed": 0,
+    "degradedRoots": [],
+    "lastReconcileAt": None,
+    "lastSweepCompletedAt": None,
+    "generation": 0,
+}
 
 # Error codes carried in an error reply (JSON-RPC numbering so old peers map cleanly).
 ERR_PARSE: Final = -32700  # the frames could not be decoded
@@ -44,6 +57,9 @@ ERR_INDEX_DAMAGED: Final = -32010  # the database file cannot be read: rebuild i
 ERR_WRITE_FAILED: Final = -32011  # the index could not be written (disk full, I/O error); nothing was lost
 ERR_INDEXER_CLOSED: Final = -32012  # the indexer stopped (disabled, cleared, shutting down) before the work ended
 ERR_DATA_DIR: Final = -32013  # the data directory cannot be used (permissions, read-only, not ours)
+ERR_CONFIG: Final = -32014  # config.json cannot be read or holds a wrong value
+ERR_DISABLED: Final = -32015  # indexing asked for while consent is off
+ERR_NEEDS_DAEMON: Final = -32016  # a method only a running daemon answers, asked without one
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -60,6 +76,9 @@ ERROR_CODES: Final = {
     ERR_WRITE_FAILED: "index-write-failed",
     ERR_INDEXER_CLOSED: "indexer-closed",
     ERR_DATA_DIR: "data-dir-unusable",
+    ERR_CONFIG: "config-invalid",
+    ERR_DISABLED: "indexing-disabled",
+    ERR_NEEDS_DAEMON: "needs-daemon",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------

@@ -21,8 +21,8 @@ import duckdb
 from aivault.embed import make_embedder
 from aivault.embed.local import LocalEmbedder
 from aivault.home import models_dir
-from indexer import schema as q
-from indexer.semantic import EMBED_CALL
+from aivault.indexer import schema as q
+from aivault.indexer.semantic import EMBED_CALL
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from aivault.home import Home, models_dir, write_private
-from indexer import schema as q
-from indexer.semantic import to_blob
+from aivault.indexer import schema as q
+from aivault.indexer.semantic import to_blob
 
 SAMPLE = 2000
 LEFT_FOR_WORKER = 6000
@@ -66,7 +66,7 @@ def inject_vectors(h: Home) -> dict[str, Any]:
 def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[str, list[str]],
             time_queries: Any) -> dict[str, Any]:
     """Start the daemon with vectors, wait for its index, time searches while the worker embeds."""
-    from broker.client import RpcClient
+    from aivault.broker.client import RpcClient
 
     res: dict[str, Any] = {"injected": inject_vectors(h)}
     proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *daemon_args], env=env,
@@ -126,10 +126,10 @@ def idle_rate(rpc: Any, settle_s: float = 3.0, window_s: float = 10.0) -> float 
 
 def vector_part(h: Home, queries: dict[str, list[str]]) -> dict[str, float]:
     """Query embedding + FAISS search, in-process over the saved sidecar (the vector part alone)."""
+    from aivault.config import embedder_factory
     from aivault.embed import configured_fingerprint
-    from indexer.store import open_reader
-    from indexer.vector_service import ReadOnlyVectors
-    from query.local import embedder_factory
+    from aivault.indexer.store import open_reader
+    from aivault.indexer.vector_service import ReadOnlyVectors
 
     con = open_reader(h)
     try:

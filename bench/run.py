@@ -182,8 +182,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
     res["queries"] = {k: len(v) for k, v in queries.items()}
 
     # Direct mode first: it needs the file without a daemon holding it.
-    from indexer.store import open_reader
-    from query.service import DirectService
+    from aivault.indexer.store import open_reader
+    from aivault.query.direct import DirectService
 
     con = open_reader(h)
     svc = DirectService(h, con)
@@ -194,7 +194,7 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
     daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)],
                               env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        from broker.client import RpcClient
+        from aivault.broker.client import RpcClient
 
         rpc = RpcClient.for_home(h, timeout_s=120)
         deadline = time.monotonic() + 60

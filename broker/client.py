@@ -28,6 +28,7 @@ from aivault.errors import (
     DaemonNotAnswering,
     DaemonUnreachable,
     MethodNotFound,
+    NeedsDaemon,
     ProtocolError,
     from_error_value,
 )
@@ -35,15 +36,18 @@ from aivault.home import Home
 from aivault.protocol import (
     DEAF_PING_TIMEOUT_S,
     IDEMPOTENT_METHODS,
+    METHOD_CLEAR,
     METHOD_PING,
+    METHOD_RECONCILE,
     METHOD_SEARCH,
+    METHOD_STATS,
     METHOD_STATUS,
     PING_TIMEOUT_S,
     RPC_BUSY_RETRY_MAX_S,
     RPC_BUSY_RETRY_S,
     RPC_TIMEOUT_S,
+    STATUS_SENTINEL,
 )
-from query.service import STATUS_SENTINEL
 
 
 class RpcClient:
@@ -201,4 +205,76 @@ class SessionSearchClient:
             return dict(STATUS_SENTINEL)
         if not isinstance(value, dict):
             raise ProtocolError(f"searchStatus answered something that is not a status: {value!r:.200}")
+        return value
+
+
+class Connection:
+    """Either a running daemon (over ZeroMQ) or the index opened read-only in this process.
+
+    The auto rule (SPEC §9): a daemon that answers its readiness probe is used; with none, the
+    index is opened read-only here. The query layer (and so DuckDB) is imported only in that case.
+    """
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.direct: Any = None
+        # None: no daemon, open the index directly; a live daemon that does not answer raises
+        # DaemonNotAnswering, naming the pid to stop.
+        self.rpc: RpcClient | None = connect_daemon(home)
+        self.mode = "daemon" if self.rpc else "direct"
+        self.index_missing = False
+
+    def _direct(self) -> Any:
+        if self.direct is None:
+            from aivault.indexer.store import IndexMissing, open_reader
+            from aivault.query.direct import DirectService, MissingIndexService
+
+            try:
+                self.direct = DirectService(self.home, open_reader(self.home))
+            except IndexMissing:
+                # Contract answers (unavailable / zero status), so `rpc` and `--json` stay exact.
+                self.index_missing = True
+                self.direct = MissingIndexService(self.home)
+        return self.direct
+
+    def call(self, method: str, params: Any) -> Any:
+        if self.rpc is not None:
+            return self.rpc.call(method, params)
+        from aivault.query.service import search_sessions, search_status  # direct mode only: duckdb
+
+        if method == METHOD_SEARCH:
+            return search_sessions(self._direct(), params)
+        if method == METHOD_STATUS:
+            return search_status(self._direct())
+        if method == METHOD_PING:
+            return {"pong": True, "mode": "direct", "home": str(self.home.path)}
+        if method == METHOD_RECONCILE:
+            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); without one, `aivault index` "
+                              "runs a scan pass")
+        if method == METHOD_CLEAR:
+            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); without one, run `aivault clear`")
+        if method == METHOD_STATS:
+            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); `aivault status` works without one")
+        raise MethodNotFound(f"unknown method {method!r}")
+
+    def direct_counts(self) -> dict[str, Any] | None:
+        """Session count and skips straight from the read-only index (no daemon to ask)."""
+        svc = self._direct()
+        con = getattr(svc, "con", None)
+        if con is None:
+            return None
+        from aivault.query.service import index_counts
+
+        return index_counts(con)
+
+    def search(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.rpc is not None:
+            return SessionSearchClient(self.rpc).search(request)
+        value: dict[str, Any] = self.call(METHOD_SEARCH, request)
+        return value
+
+    def status(self) -> dict[str, Any]:
+        if self.rpc is not None:
+            return SessionSearchClient(self.rpc).status()
+        value: dict[str, Any] = self.call(METHOD_STATUS, {})
         return value

@@ -9,7 +9,6 @@ other shells keep working while it indexes.
 from __future__ import annotations
 
 import _thread
-import fcntl
 import os
 import signal
 import threading
@@ -17,8 +16,10 @@ from collections import OrderedDict
 from typing import Any
 
 from aivault import __version__, log
+from aivault.broker.hosts import parse_host, remote_unavailable
+from aivault.broker.router import Broker, clip
 from aivault.codec import RpcRequest
-from aivault.errors import AivaultError, DaemonFailed, InvalidParams, MethodNotFound
+from aivault.errors import DaemonFailed, IndexingDisabled, InvalidParams, MethodNotFound
 from aivault.home import Home
 from aivault.protocol import (
     DAEMON_FATAL_EXIT_TIMEOUT_S,
@@ -30,71 +31,35 @@ from aivault.protocol import (
     METHOD_STATUS,
     PROTOCOL_VERSION,
 )
-from broker.hosts import parse_host, remote_unavailable
-from broker.router import Broker, clip
-from indexer.store import open_writer
-from query.local import LocalService
-from query.service import search_sessions, search_status, set_session_search_service
+from aivault.query.service import NULL_SERVICE, SessionSearchService, search_sessions, search_status
+from aivault.query.session import WriterSession
 
 _log = log.get("daemon")
 
 
-POLICY_POLL_S = 1.0
 _REPLY_CACHE = 64
 # The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
 _EXIT_FATAL = 70
 
 
-class AlreadyRunning(AivaultError):
-    pass
-
-
-def configured_roots(home: Home, extra: list[str]) -> list[str]:
-    roots = list(home.config().get("roots") or [])
-    if not all(isinstance(r, str) for r in roots):
-        raise ValueError(f"{home.config_path}: 'roots' must be a list of AGENT=PATH strings")
-    return [*roots, *extra]
-
-
 class Daemon:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
                  schedule: bool = True, semantic: bool = True, bulk: bool = False) -> None:
-        self.home = home.ensure()
-        # Everything this process writes in the data directory (DuckDB creates its WAL lazily)
-        # is the user's private data.
-        os.umask(0o077)
-        self._pid_fd = self._lock_pidfile()
-        try:
-            con, meta = open_writer(home)
-        except BaseException:
-            os.close(self._pid_fd)
-            raise
-        self.service = LocalService(home, con, meta, extra_roots=configured_roots(home, extra_roots or []),
-                                    default_roots=default_roots, schedule=schedule, semantic=semantic, bulk=bulk)
+        self.home = home
+        self.session = WriterSession(home, extra_roots=extra_roots, default_roots=default_roots, schedule=schedule,
+                                     semantic=semantic, bulk=bulk)
+        self.service = self.session.service
+        # What the endpoints answer from; the null service once the daemon closes.
+        self._endpoint: SessionSearchService = NULL_SERVICE
         # The readiness probe is answered by the broker's loop: `aivault status` then tells a
         # deaf broker from a busy one.
         self.broker = Broker(home.rpc_endpoint, home.key(), self.handle, inline=frozenset({METHOD_PING}))
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
-        self._watch: threading.Thread | None = None
         self._stop = threading.Event()
         # State-changing requests answer a repeated request id with the stored reply.
         self._replies: OrderedDict[str, Any] = OrderedDict()
         self._replies_lock = threading.Lock()
-
-    def _lock_pidfile(self) -> int:
-        fd = os.open(self.home.pid_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            raise AlreadyRunning(
-                f"an aivault daemon (pid {other}) already serves {self.home.path}; use it, or stop it first "
-                "(kill -TERM " + other + ")") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
 
     # --- RPC dispatch -------------------------------------------------------------------------
     def handle(self, req: RpcRequest) -> Any:
@@ -103,9 +68,9 @@ class Daemon:
             raise remote_unavailable(host)
         m = req.method
         if m == METHOD_SEARCH:
-            return search_sessions(req.params)
+            return search_sessions(self._endpoint, req.params)
         if m == METHOD_STATUS:
-            return search_status()
+            return search_status(self._endpoint)
         if m == METHOD_PING:
             return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
                     "home": str(self.home.path)}
@@ -133,19 +98,17 @@ class Daemon:
             raise InvalidParams("aiVault.reconcile takes {full: bool}")
         self.service.apply_policy()
         if not self.service.policy.enabled:
-            raise AivaultError("indexing is disabled for this data directory: run `aivault enable` first")
+            raise IndexingDisabled("indexing is disabled for this data directory: run `aivault enable` first")
         # The future itself: the broker answers when it resolves, without a worker waiting on a scan.
         return self.service.indexer.reconcile(bool(params.get("full", False)))
 
     # --- life cycle -----------------------------------------------------------------------------
     def start(self) -> None:
         """Start indexing (if consent is given) and serve RPCs on a background thread."""
-        set_session_search_service(self.service)
-        self.service.start()
+        self._endpoint = self.service
+        self.session.start()
         self._thread = threading.Thread(target=self._serve, name="broker", daemon=True)
         self._thread.start()
-        self._watch = threading.Thread(target=self._watch_policy, name="policy", daemon=True)
-        self._watch.start()
         _log.info("daemon started", home=str(self.home.path), endpoint=self.home.rpc_endpoint)
 
     def _serve(self) -> None:
@@ -170,28 +133,13 @@ class Daemon:
         watchdog.start()
         _thread.interrupt_main(signal.SIGINT)
 
-    def _watch_policy(self) -> None:
-        """Follow `aivault enable/disable/policy` (or a hand edit) within POLICY_POLL_S."""
-        while not self._stop.wait(POLICY_POLL_S):
-            try:
-                self.service.apply_policy()
-            except Exception:
-                _log.exception("applying the policy failed")
-
     def close(self) -> None:
         self._stop.set()
         self.broker.stop()
-        for t in (self._thread, self._watch):
-            if t is not None:
-                t.join(10)
-        set_session_search_service(None)
-        try:
-            self.service.stop()
-        finally:
-            try:
-                os.ftruncate(self._pid_fd, 0)
-            finally:
-                os.close(self._pid_fd)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._endpoint = NULL_SERVICE
+        self.session.close()
         if self.failure is not None:
             raise DaemonFailed(f"the daemon stopped because {self.failure}; its log has the details")
         _log.info("daemon stopped")

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import duckdb
 
 from aivault import log
-from indexer import schema as q
-from indexer.store import now_ms, transaction
+from aivault.indexer import schema as q
+from aivault.indexer.store import now_ms, transaction
 
 _log = log.get("indexer.segments")
 

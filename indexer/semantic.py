@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from aivault import log
 from aivault.embed import Embedder
-from indexer import schema as q
+from aivault.indexer import schema as q
 
 _log = log.get("semantic")
 

@@ -1,6 +1,6 @@
 """The indexer: one thread owning the database writes, the scanner children and their socket.
 
-It spawns ``python -m scanner`` once per shard (respawning with backoff if one dies), answers
+It spawns ``python -m aivault.scanner`` once per shard (respawning with backoff if one dies), answers
 their state requests, applies their batches (ACK after commit, NACK on refusal), schedules scan
 passes, freezes and merges postings segments, applies retention, and keeps the observations
 that ``searchStatus`` reports. Other threads talk to it only through ``reconcile()`` and
@@ -27,11 +27,17 @@ from typing import Any
 import duckdb
 import zmq
 
+import aivault
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError
 from aivault.home import Home
+from aivault.indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
+from aivault.indexer.segments import MergePlan, SegmentLock
+from aivault.indexer.store import Meta, WriteFailure, classify_write_error, now_ms
+from aivault.indexer.vector_service import VectorService
+from aivault.indexer.writer import Refused, Writer
 from aivault.protocol import (
     HEARTBEAT_INTERVAL_S,
     K_ACK,
@@ -48,11 +54,6 @@ from aivault.protocol import (
     PROTOCOL_VERSION,
     SCANNER_KINDS,
 )
-from indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
-from indexer.segments import MergePlan, SegmentLock
-from indexer.store import Meta, WriteFailure, classify_write_error, now_ms
-from indexer.vector_service import VectorService
-from indexer.writer import Refused, Writer
 
 _log = log.get("indexer")
 
@@ -472,7 +473,7 @@ class IndexerService:
 
     # --- scanner process ------------------------------------------------------------------------
     def scanner_command(self, shard: int = 0) -> list[str]:
-        cmd = [sys.executable, "-m", "scanner", "--connect", self.home.ingest_endpoint,
+        cmd = [sys.executable, "-m", "aivault.scanner", "--connect", self.home.ingest_endpoint,
                "--shard", f"{shard}/{len(self.slots)}", "--parent", str(os.getpid()), "--token", self.token]
         for spec in self.extra_roots:
             cmd += ["--root", spec]
@@ -483,7 +484,8 @@ class IndexerService:
     def _spawn_scanner(self, slot: Slot) -> None:
         env = dict(os.environ)
         env.setdefault("AIVAULT_LOG_LEVEL", log.current_level_name())
-        root = str(Path(__file__).resolve().parent.parent)
+        # The child imports the same aivault as this process, installed or not.
+        root = str(Path(aivault.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         # Its own session: a Ctrl-C meant for the daemon must not kill the scanner mid-pass; the
         # daemon stops it with STOP, and the scanner notices on its own if the daemon dies.

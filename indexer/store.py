@@ -24,8 +24,8 @@ import duckdb
 from aivault import log
 from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked
 from aivault.home import Home
+from aivault.indexer import schema as q
 from aivault.text import TOKENIZER_VERSION
-from indexer import schema as q
 
 _log = log.get("indexer.store")
 

@@ -22,10 +22,10 @@ import numpy as np
 from aivault import log
 from aivault.embed import Embedder, EmbedError
 from aivault.home import Home
-from indexer import schema as q
-from indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
-from indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
-from indexer.writer import Writer
+from aivault.indexer import schema as q
+from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
+from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
+from aivault.indexer.writer import Writer
 
 _log = log.get("vectors")
 

@@ -22,10 +22,10 @@ import pyarrow as pa
 from aivault import log
 from aivault.codec import packb, unpackb
 from aivault.errors import ProtocolError
-from indexer import schema as q
-from indexer import segments as seg_mod
-from indexer.segments import MergePlan, SegmentLock, SegmentSet
-from indexer.store import Meta, now_ms, transaction
+from aivault.indexer import schema as q
+from aivault.indexer import segments as seg_mod
+from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
+from aivault.indexer.store import Meta, now_ms, transaction
 
 _log = log.get("indexer.writer")
 

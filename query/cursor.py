@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import msgpack
 
-from query.request import SearchRequest
+from aivault.query.request import SearchRequest
 
 CURSOR_VERSION = 1
 # Offsets and generations past these cannot come from a page we served (no index holds 2^31

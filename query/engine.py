@@ -25,10 +25,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
-from indexer.segments import K1, B, SegmentLock
-from query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
-from query.hybrid import (
+from aivault.indexer.segments import K1, B, SegmentLock
+from aivault.query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
+from aivault.query.hybrid import (
     CUT_REPORTED,
     HYBRID_CANDIDATES,
     SIMILARITY_FLOOR,
@@ -40,8 +39,9 @@ from query.hybrid import (
     trace_entry,
     vector_sessions,
 )
-from query.request import SearchRequest
-from query.snippets import make_snippet
+from aivault.query.request import SearchRequest
+from aivault.query.snippets import make_snippet
+from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
 
 ROLE_NAMES = ("user", "assistant", "tool", "system")
 # Postings read per term when a term is too common to read whole; the sorted segments keep

@@ -16,23 +16,21 @@ import contextlib
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from aivault import log
+from aivault import config, log
 from aivault import policy as policy_mod
-from aivault.embed import Embedder
-from aivault.errors import AivaultError, IndexLocked
-from aivault.home import Home, models_dir
-from indexer.segments import SegmentLock
-from indexer.service import IndexerService
-from indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, open_writer, read_meta
-from query.engine import Engine
-from query.request import parse_request
-from query.service import degraded_roots, index_counts, wait_for_reconcile
+from aivault.errors import AivaultError, IndexLocked, PolicyInvalid
+from aivault.home import Home
+from aivault.indexer.segments import SegmentLock
+from aivault.indexer.service import IndexerService
+from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, open_writer, read_meta
+from aivault.query.engine import Engine
+from aivault.query.request import parse_request
+from aivault.query.service import degraded_roots, index_counts, wait_for_reconcile
 
 _log = log.get("service")
 
@@ -41,29 +39,9 @@ HEALTH_POLL_S = 1.0
 REOPEN_RETRY_S = 10.0
 
 
-def embed_config(home: Home) -> dict[str, Any] | None:
-    """The ``embed`` section of config.json; ``{"enabled": false}`` turns semantic search off."""
-    cfg = home.config().get("embed")
-    return cfg if isinstance(cfg, dict) else None
-
-
-def embedder_factory(home: Home) -> Callable[[], Embedder] | None:
-    cfg = embed_config(home)
-    if cfg is not None and cfg.get("enabled") is False:
-        return None
-
-    def make() -> Embedder:
-        from aivault.embed import make_embedder
-
-        embedder: Embedder = make_embedder(cfg, models_dir())
-        return embedder
-
-    return make
-
-
 def index_files(home: Home) -> list[Path]:
     """The database and every sidecar DuckDB or aivault writes next to it (WAL, spill, vectors)."""
-    from indexer.vector_service import SIDECAR_NAME
+    from aivault.indexer.vector_service import SIDECAR_NAME
 
     base = home.db_path
     sidecars = {SIDECAR_NAME, Path(SIDECAR_NAME).with_suffix(".json").name}
@@ -124,7 +102,7 @@ class LocalService:
         return IndexerService(self.home, self.con, meta, extra_roots=self.extra_roots,
                               default_roots=self.default_roots, schedule=self.schedule,
                               history_days=self.policy.history_days,
-                              make_embedder=embedder_factory(self.home) if self.semantic else None,
+                              make_embedder=config.embedder_factory(self.home) if self.semantic else None,
                               bulk=self._bulk)
 
     def _new_engine(self) -> Engine:
@@ -209,7 +187,7 @@ class LocalService:
         """Follow a changed policy file; returns True when the service changed state."""
         try:
             new = policy_mod.load(self.home)
-        except policy_mod.PolicyError as exc:
+        except PolicyInvalid as exc:
             _log.warning("policy unreadable; keeping the current one", error=str(exc))
             return False
         with self._transition:
@@ -316,7 +294,7 @@ class LocalService:
         }
 
     def roots(self) -> list[Any]:
-        from scanner.discover import default_roots
+        from aivault.scanner.discover import default_roots
 
         return default_roots() if self.default_roots else []
 

@@ -1,44 +1,29 @@
-"""The session search service and its process-local registry (SPEC §4, §5, §7).
+"""The session search endpoints and what every service shares (SPEC §4, §5, §7).
 
-``set_session_search_service(service | None)`` wires the endpoints to a service; with none
-registered, search answers ``unavailable/no-service`` and status the sentinel. Registering
-grants no consent: a service whose policy is disabled answers ``unavailable/disabled``.
+The endpoints are called with the service that answers them; where there is none, that is the
+``NULL_SERVICE`` value (search ``unavailable/no-service``, status the sentinel). Having a service
+grants no consent: one whose policy is disabled answers ``unavailable/disabled``.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import duckdb
 
-from aivault import policy as policy_mod
 from aivault.errors import ReconcileFailed
 from aivault.home import Home
-from aivault.protocol import FRESHNESS_DEADLINE_S
-from indexer import schema as q
-from indexer.store import UNREADABLE, damaged
-from query.engine import Engine
-from query.request import parse_request
-
-STATUS_SENTINEL: dict[str, Any] = {
-    "enabled": False,
-    "phase": "idle",
-    "filesIndexed": 0,
-    "filesDue": 0,
-    "filesFailed": 0,
-    "degradedRoots": [],
-    "lastReconcileAt": None,
-    "lastSweepCompletedAt": None,
-    "generation": 0,
-}
+from aivault.indexer import schema as q
+from aivault.indexer.store import UNREADABLE, damaged
+from aivault.protocol import FRESHNESS_DEADLINE_S, STATUS_SENTINEL
+from aivault.query.request import parse_request
 
 
 class SessionSearchService(Protocol):
@@ -47,38 +32,31 @@ class SessionSearchService(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
-_lock = threading.Lock()
-_service: SessionSearchService | None = None
+class NullService:
+    """No search service here (SPEC §4, §7): search answers ``unavailable/no-service`` and status the
+    sentinel. A value, not an absence: every endpoint always has a service to call."""
 
-
-def set_session_search_service(service: SessionSearchService | None) -> None:
-    global _service
-    with _lock:
-        _service = service
-
-
-def get_session_search_service() -> SessionSearchService | None:
-    with _lock:
-        return _service
-
-
-def search_sessions(params: Any) -> dict[str, Any]:
-    """The aiVault.searchSessions endpoint."""
-    svc = get_session_search_service()
-    if svc is None:
+    def search(self, params: Any) -> dict[str, Any]:
         parse_request(params)  # invalid payloads stay errors even with no service
         return {"kind": "unavailable", "reason": "no-service"}
-    with reading(svc):
-        return svc.search(params)
 
-
-def search_status() -> dict[str, Any]:
-    """The aiVault.searchStatus endpoint."""
-    svc = get_session_search_service()
-    if svc is None:
+    def status(self) -> dict[str, Any]:
         return dict(STATUS_SENTINEL)
-    with reading(svc):
-        return svc.status()
+
+
+NULL_SERVICE: Final = NullService()
+
+
+def search_sessions(service: SessionSearchService, params: Any) -> dict[str, Any]:
+    """The aiVault.searchSessions endpoint."""
+    with reading(service):
+        return service.search(params)
+
+
+def search_status(service: SessionSearchService) -> dict[str, Any]:
+    """The aiVault.searchStatus endpoint."""
+    with reading(service):
+        return service.status()
 
 
 @contextmanager
@@ -129,111 +107,6 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     finally:
         cur.close()
     return {"sessions": int(row[0]) if row else 0, "skipped": skipped}
-
-
-class MissingIndexService:
-    """The data directory holds no index yet (never indexed, or cleared while disabled).
-
-    Answers by the contract rather than failing: search is ``unavailable`` -- ``disabled``
-    without consent, else ``not-ready`` -- and status reports zero counts and generation 0.
-    """
-
-    def __init__(self, home: Home) -> None:
-        self.home = home
-
-    def search(self, params: Any) -> dict[str, Any]:
-        parse_request(params)  # invalid payloads stay errors
-        enabled = policy_mod.load(self.home).enabled
-        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
-
-    def status(self) -> dict[str, Any]:
-        return {**STATUS_SENTINEL, "enabled": policy_mod.load(self.home).enabled}
-
-
-class DirectService:
-    """A read-only service over the database file, for one-shot CLI use without a daemon."""
-
-    def __init__(self, home: Home, con: duckdb.DuckDBPyConnection) -> None:
-        self.home = home
-        self.con = con
-        self.engine = self._engine()
-
-    def _engine(self) -> Engine:
-        from query.local import embed_config, embedder_factory
-
-        make = embedder_factory(self.home)
-        vectors = None
-        if make is not None:
-            from aivault.embed import EmbedError, configured_fingerprint
-            from indexer.vector_service import ReadOnlyVectors
-
-            try:
-                vectors = ReadOnlyVectors(self.home, self.con, make, configured_fingerprint(embed_config(self.home)))
-            except EmbedError:
-                vectors = None  # e.g. an unknown model name: lexical only, the daemon reports why
-        return Engine(self.con, self.home.key(), vectors=vectors)
-
-    def search(self, params: Any) -> dict[str, Any]:
-        req = parse_request(params)
-        if not policy_mod.load(self.home).enabled:
-            return {"kind": "unavailable", "reason": "disabled"}
-        if req.freshness == "wait-until-current":
-            return self._search_fresh(params)
-        return self.engine.search(req)
-
-    def _search_fresh(self, params: Any) -> dict[str, Any]:
-        """wait-until-current without a daemon: become the indexer for this one request.
-
-        The read-only handle is closed, the database opened read-write (an error if another
-        process holds it), a bounded recent reconcile runs with the usual 5 s deadline, the search
-        answers, and the reconcile is allowed to finish before the handle goes back to read-only.
-        """
-        from broker.daemon import Daemon
-        from indexer.store import open_reader
-
-        self.engine.close()
-        self.con.close()
-        try:
-            daemon = Daemon(self.home, schedule=False, semantic=False)  # a one-request writer: no embedding
-            try:
-                daemon.service.start()
-                result = daemon.service.search(params)
-                daemon.service.indexer.wait_idle()
-            finally:
-                daemon.close()
-        finally:
-            self.con = open_reader(self.home)
-            self.engine = self._engine()
-        return result
-
-    def status(self) -> dict[str, Any]:
-        enabled = policy_mod.load(self.home).enabled
-        cur = self.con.cursor()
-        try:
-            obs = dict(cur.execute(q.SELECT_OBSERVATIONS).fetchall())
-            row = cur.execute(q.COUNT_PRESENT_FILES).fetchone()
-            gen = cur.execute("SELECT generation FROM meta").fetchone()
-        finally:
-            cur.close()
-        from scanner.discover import default_roots
-
-        failed = json.loads(obs.get("failed") or "[]")
-        problems = degraded_roots(json.loads(obs.get("problems") or "[]"), failed,
-                                  [r.path for r in default_roots()])
-        return {
-            "enabled": enabled,
-            "phase": "idle",
-            "filesIndexed": int(row[0]) if row else 0,
-            "filesDue": 0,
-            "filesFailed": len(failed),
-            "degradedRoots": problems,
-            "lastReconcileAt": int(obs["lastReconcileAt"]) if obs.get("lastReconcileAt") else None,
-            "lastSweepCompletedAt": int(obs["lastSweepCompletedAt"]) if obs.get("lastSweepCompletedAt") else None,
-            "generation": int(gen[0]) if gen else 0,
-        }
-
-    def close(self) -> None:
-        self.engine.close()
 
 
 def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:

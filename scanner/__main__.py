@@ -1,4 +1,4 @@
-"""``python -m scanner``: the scanner child process (docs/protocol.md, "Scanner process").
+"""``python -m aivault.scanner``: the scanner child process (docs/protocol.md, "Scanner process").
 
 It connects to the indexer's ingest socket, loads the committed file state, then runs scan
 passes when the indexer asks (RECONCILE) until told to STOP or until its parent goes away.
@@ -18,13 +18,13 @@ from collections import deque
 from aivault import log
 from aivault.codec import IngestMessage
 from aivault.protocol import K_PASS_DONE
-from scanner.discover import Root, default_roots, parse_root_spec
-from scanner.link import IndexerGone, Link, Resync, StopRequested
-from scanner.scan import Scanner
+from aivault.scanner.discover import Root, default_roots, parse_root_spec
+from aivault.scanner.link import IndexerGone, Link, Resync, StopRequested
+from aivault.scanner.scan import Scanner
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m scanner", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m aivault.scanner", description=__doc__.splitlines()[0])
     ap.add_argument("--connect", required=True, help="the indexer's ingest endpoint, e.g. ipc:///path/ingest.sock")
     ap.add_argument("--root", action="append", default=[], metavar="AGENT=PATH",
                     help="an extra transcript root (repeatable), e.g. claude=/mnt/old/.claude/projects")

@@ -12,8 +12,8 @@ from typing import Any
 
 from aivault.codec import packb
 from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES
+from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text
-from scanner.model import KINDS, ROLES, Message, SessionInfo
 
 ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}

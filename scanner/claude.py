@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from scanner.jsonutil import (
+from aivault.scanner.jsonutil import (
     LineParser,
     ParserStateError,
     compact_json,
@@ -27,7 +27,7 @@ from scanner.jsonutil import (
     stats_from_state,
     stats_to_state,
 )
-from scanner.model import Kind, Message, ParseStats, SessionInfo
+from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
 
 # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
 STATE_VERSION = 2

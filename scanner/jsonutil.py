@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from scanner.model import Message, ParseStats
+from aivault.scanner.model import Message, ParseStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)

@@ -22,13 +22,13 @@ import msgpack
 from aivault import log
 from aivault.codec import packb
 from aivault.protocol import K_BATCH, K_GET_STATES, K_HELLO, K_PROGRESS, PROTOCOL_VERSION, shard_of
+from aivault.scanner.batch import BatchBuilder, session_dict
+from aivault.scanner.discover import Found, Root, RootProblem, walk, walk_changed
+from aivault.scanner.jsonutil import ParserStateError, loads_line
+from aivault.scanner.link import Link
+from aivault.scanner.model import Parser
+from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats, head_hash, iter_lines
 from aivault.text import Tokenizer
-from scanner.batch import BatchBuilder, session_dict
-from scanner.discover import Found, Root, RootProblem, walk, walk_changed
-from scanner.jsonutil import ParserStateError, loads_line
-from scanner.link import Link
-from scanner.model import Parser
-from scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats, head_hash, iter_lines
 
 _log = log.get("scanner.scan")
 
@@ -84,11 +84,11 @@ class PassStats:
 
 def make_parser(agent: str, path: str, state: dict[str, Any] | None) -> Parser:
     if agent == "claude":
-        from scanner.claude import ClaudeParser
+        from aivault.scanner.claude import ClaudeParser
 
         return ClaudeParser(path, state)
     if agent == "codex":
-        from scanner.codex import CodexParser
+        from aivault.scanner.codex import CodexParser
 
         return CodexParser(path, state)
     raise ValueError(f"no parser for agent {agent!r}")
@@ -404,7 +404,7 @@ class Scanner:
 
     def _titles(self) -> None:
         """Send Codex thread names (session_index.jsonl) that changed since we last sent them."""
-        from scanner.codex import read_session_index
+        from aivault.scanner.codex import read_session_index
 
         if self.shard != 0:
             return  # one scanner is enough to read the index of thread names

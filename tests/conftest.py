@@ -87,7 +87,7 @@ class InprocDaemon:
     """The daemon object in this process; its scanner is a real child process."""
 
     def __init__(self, home: Home, roots: dict[str, Path]) -> None:
-        from broker.daemon import Daemon
+        from aivault.broker.daemon import Daemon
 
         self.home = home
         self.daemon = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
@@ -98,9 +98,9 @@ class InprocDaemon:
         return self.service.indexer.reconcile(full).result(timeout)
 
     def search(self, query: str, **params: Any) -> dict[str, Any]:
-        from query.service import search_sessions
+        from aivault.query.service import search_sessions
 
-        return search_sessions({"query": query, **params})
+        return search_sessions(self.service, {"query": query, **params})
 
     def close(self) -> None:
         self.daemon.close()
@@ -120,7 +120,7 @@ class DaemonProcess:
 
     def __init__(self, home: Home, roots: dict[str, Path], *, extra_env: dict[str, str] | None = None,
                  schedule_args: list[str] | None = None, prefix: list[str] | None = None) -> None:
-        from broker.client import RpcClient
+        from aivault.broker.client import RpcClient
 
         self.home = home
         # ``prefix`` runs the daemon under another command (e.g. prlimit), which exec()s it: same pid.

@@ -90,12 +90,13 @@ def client(request: pytest.FixtureRequest, world: tuple[Home, dict[str, Path], d
         finally:
             d.stop()
     else:
-        from query.service import search_sessions, search_status
+        from aivault.query.service import search_sessions, search_status
 
         inproc = InprocDaemon(home, roots)
         inproc.reconcile()
         try:
-            yield Client(search_sessions, search_status, "inproc", home, inproc.reconcile)
+            yield Client(lambda p: search_sessions(inproc.service, p), lambda: search_status(inproc.service),
+                         "inproc", home, inproc.reconcile)
         finally:
             inproc.close()
 
@@ -396,7 +397,7 @@ def test_a_cursor_signed_with_the_real_key_but_out_of_range_is_malformed(client:
     """A correctly signed cursor whose offset or generation no page could carry is malformed-cursor, not an error."""
     from dataclasses import replace
 
-    from query.cursor import mint, open_cursor
+    from aivault.query.cursor import mint, open_cursor
 
     key = client.home.key()
     pos = open_cursor(key, _a_cursor(client))

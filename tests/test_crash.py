@@ -86,7 +86,7 @@ def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[C
 
 
 def _generation_over_rpc(home: Home) -> int:
-    from broker.client import RpcClient
+    from aivault.broker.client import RpcClient
 
     c = RpcClient.for_home(home, timeout_s=2)
     try:
@@ -100,7 +100,7 @@ def _generation_over_rpc(home: Home) -> int:
 def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
         home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
     """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once."""
-    from broker.daemon import Daemon
+    from aivault.broker.daemon import Daemon
 
     root_specs = [f"claude={corpus}/claude/projects", f"codex={corpus}/codex/sessions",
                   f"codex={corpus}/codex/archived_sessions"]
@@ -146,7 +146,7 @@ def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
 
 def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Home, roots: dict[str, Path]) -> None:
     """Lines appended during a pass are picked up by the next pass, each exactly once."""
-    from broker.daemon import Daemon
+    from aivault.broker.daemon import Daemon
 
     c = ClaudeWriter(roots["claude"])
     for i in range(3000):
@@ -168,9 +168,9 @@ def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Hom
         d.service.indexer.reconcile(full=True).result(120)
         t.join()
         d.service.indexer.reconcile(full=False).result(120)
-        from query.service import search_sessions
+        from aivault.query.service import search_sessions
 
-        [hit] = search_sessions({"query": "appended"})["hits"]
+        [hit] = search_sessions(d.service, {"query": "appended"})["hits"]
         assert hit["messageCount"] == 3400
     finally:
         stop.set()
@@ -191,7 +191,7 @@ def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Hom
 _LEAK = """
 import os, sys
 from pathlib import Path
-from indexer.store import connect, read_meta
+from aivault.indexer.store import connect, read_meta
 con = connect(Path(sys.argv[1]), read_only=False)
 m = read_meta(con)
 [seg] = [r[0] for r in con.execute("SELECT name FROM segments WHERE state = 'active'").fetchall()]
@@ -217,7 +217,7 @@ def _leak(home: Home) -> dict[str, int]:
 
 
 def _unfinished(home: Home) -> dict[str, int]:
-    from indexer.store import read_meta, unfinished_rows
+    from aivault.indexer.store import read_meta, unfinished_rows
 
     con = duckdb.connect(str(home.db_path), read_only=True)
     try:

@@ -491,7 +491,7 @@ def test_thread_count_changes_keep_the_same_vectors(embedder: LocalEmbedder) -> 
 
 def test_background_threads_follow_activity_and_measured_speed() -> None:
     """One thread while busy; the boost while quiet; back to one when two prove no faster."""
-    from indexer.semantic import BOOST_MIN_GAIN, ThreadChooser
+    from aivault.indexer.semantic import BOOST_MIN_GAIN, ThreadChooser
 
     c = ThreadChooser(1, 2)
     assert c.choose(quiet=False) == 1 and c.choose(quiet=True) == 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.exposure import UNVERIFIED_ROOT, redact_for_transport, redact_status
+from aivault.broker.exposure import UNVERIFIED_ROOT, redact_for_transport, redact_status
 
 STATUS = {"enabled": True, "phase": "degraded", "filesIndexed": 3, "filesDue": 0, "filesFailed": 1,
           "degradedRoots": [{"root": "/home/me/.claude/projects", "reason": "cannot list /home/me/x: EACCES"},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from query.hybrid import DOMINANCE, LOOSE_DEPTH, LOOSE_WEIGHT, RRF_K, SIMILARITY_FLOOR, STRICT_BONUS, fuse
+from aivault.query.hybrid import DOMINANCE, LOOSE_DEPTH, LOOSE_WEIGHT, RRF_K, SIMILARITY_FLOOR, STRICT_BONUS, fuse
 
 UPDATED = {s: 1_000 + s for s in range(100)}
 

@@ -140,8 +140,8 @@ def test_bad_input_is_counted_and_skipped_and_the_rest_is_indexed(inproc_daemon:
 def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: object, tmp_path: Path,
                                                                        roots: dict[str, Path]) -> None:
     """A root that cannot be listed and a transcript that cannot be read degrade status, not indexing."""
+    from aivault.broker.daemon import Daemon
     from aivault.home import Home
-    from broker.daemon import Daemon
     from tests.conftest import root_args
 
     assert isinstance(home, Home)
@@ -156,9 +156,9 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
     d.start()
     try:
         d.service.indexer.reconcile(True).result(60)
-        from query.service import search_sessions
+        from aivault.query.service import search_sessions
 
-        assert len(search_sessions({"query": "okapi"})["hits"]) == 1
+        assert len(search_sessions(d.service, {"query": "okapi"})["hits"]) == 1
         st = d.handle(RpcRequest("1", METHOD_STATUS, {}))
         assert st["phase"] == "degraded"
         reasons = {r["root"]: r["reason"] for r in st["degradedRoots"]}
@@ -209,10 +209,10 @@ def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(in
 def test_repeated_vocabulary_is_deduplicated_when_idle(inproc_daemon: InprocDaemon, roots: dict[str, Path],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Every scanner restart re-sends its vocabulary; the idle clean-up keeps one row per term."""
-    import indexer.service
+    import aivault.indexer.service
 
     # Hold the idle clean-up back while the test writes duplicates on its own thread.
-    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
+    monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
     c = ClaudeWriter(roots["claude"])
     c.user(" ".join(f"uniqueword{i}" for i in range(12_000)))
     inproc_daemon.reconcile()
@@ -223,7 +223,7 @@ def test_repeated_vocabulary_is_deduplicated_when_idle(inproc_daemon: InprocDaem
     dupes = con.execute(dupes_sql).fetchone()
     assert dupes is not None and dupes[0] >= 12_000
     # Now let the indexer thread see that it is idle: it removes the repeats by itself.
-    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 0.0)
+    monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 0.0)
     deadline = time.monotonic() + 30
     while con.execute(dupes_sql).fetchone() != (0,):
         assert time.monotonic() < deadline, "the idle clean-up never removed the repeated vocabulary"

@@ -169,36 +169,35 @@ STATUS_FIELDS = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", 
 
 def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[str, Path]) -> None:
     """idle before start, indexing while files are due, current after a full sweep, closed when disabled."""
+    from aivault.broker.daemon import Daemon
+    from aivault.query.service import search_status
     from bench.gen_corpus import generate
-    from broker.daemon import Daemon
-    from query.service import search_status, set_session_search_service
     from tests.conftest import root_args
 
     generate(roots["claude"].parent.parent / "g", 40_000, seed=2)
     g = roots["claude"].parent.parent / "g"
     d = Daemon(home, extra_roots=[*root_args(roots), f"claude={g}/claude/projects", f"codex={g}/codex/sessions"],
                default_roots=False, schedule=True)
-    set_session_search_service(d.service)
     try:
-        st = search_status()
+        st = search_status(d.service)
         assert set(st) == STATUS_FIELDS and st["phase"] == "idle" and st["enabled"] is True
         d.start()
         phases: set[str] = set()
         due: list[int] = []
 
         def watch() -> bool:
-            s = search_status()
+            s = search_status(d.service)
             phases.add(s["phase"])
             due.append(s["filesDue"])
             return bool(s["phase"] == "current")
 
         assert wait_until(watch, timeout=120, interval=0.02)
         assert "indexing" in phases and max(due) > 0
-        st = search_status()
+        st = search_status(d.service)
         assert st["filesDue"] == 0 and st["filesIndexed"] > 100 and st["lastSweepCompletedAt"] is not None
         policy.save(home, policy.Policy(False, None))
         d.service.apply_policy()
-        st = search_status()
+        st = search_status(d.service)
         assert st["phase"] == "closed" and st["enabled"] is False
     finally:
         d.close()
@@ -206,31 +205,32 @@ def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[
 
 # --- availability (SPEC §4, §7) ---------------------------------------------------------------------
 def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
-    """With no service, search answers unavailable/no-service and status the exact sentinel."""
-    from query.service import get_session_search_service, search_sessions, search_status
+    """With no service (the null service), search answers unavailable/no-service and status the exact
+    sentinel; an invalid payload is still an error."""
+    from aivault.errors import InvalidParams
+    from aivault.query.service import NULL_SERVICE, search_sessions, search_status
 
-    assert get_session_search_service() is None
-    assert search_sessions({"query": "x"}) == {"kind": "unavailable", "reason": "no-service"}
-    assert search_status() == {"enabled": False, "phase": "idle", "filesIndexed": 0, "filesDue": 0, "filesFailed": 0,
-                               "degradedRoots": [], "lastReconcileAt": None, "lastSweepCompletedAt": None,
-                               "generation": 0}
+    assert search_sessions(NULL_SERVICE, {"query": "x"}) == {"kind": "unavailable", "reason": "no-service"}
+    with pytest.raises(InvalidParams):
+        search_sessions(NULL_SERVICE, {"query": 42})
+    assert search_status(NULL_SERVICE) == {"enabled": False, "phase": "idle", "filesIndexed": 0, "filesDue": 0,
+                                           "filesFailed": 0, "degradedRoots": [], "lastReconcileAt": None,
+                                           "lastSweepCompletedAt": None, "generation": 0}
 
 
 def test_a_registered_service_answers_disabled_or_not_ready(home: Home, roots: dict[str, Path]) -> None:
     """Registering grants no consent (disabled); a service that never indexed answers not-ready."""
-    from broker.daemon import Daemon
-    from query.service import search_sessions, set_session_search_service
+    from aivault.broker.daemon import Daemon
+    from aivault.query.service import search_sessions
     from tests.conftest import root_args
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     try:
-        set_session_search_service(d.service)
-        assert search_sessions({"query": "x"}) == {"kind": "unavailable", "reason": "not-ready"}
+        assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "not-ready"}
         policy.save(home, policy.Policy(False, None))
         d.service.apply_policy()
-        assert search_sessions({"query": "x"}) == {"kind": "unavailable", "reason": "disabled"}
+        assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "disabled"}
     finally:
-        set_session_search_service(None)
         d.close()
 
 
@@ -264,8 +264,8 @@ class OldPeer:
 
 def test_an_older_peer_without_the_method_means_no_service(home: Home) -> None:
     """-32601 from an old host maps to unavailable/no-service and the status sentinel; nothing else does."""
-    from broker.client import RpcClient, SessionSearchClient
-    from query.service import STATUS_SENTINEL
+    from aivault.broker.client import RpcClient, SessionSearchClient
+    from aivault.protocol import STATUS_SENTINEL
 
     peer = OldPeer(home)
     rpc = RpcClient.for_home(home, timeout_s=5)
@@ -291,7 +291,7 @@ def test_an_older_peer_without_the_method_means_no_service(home: Home) -> None:
 def test_transport_and_authentication_failures_stay_errors(home: Home, roots: dict[str, Path],
                                                            tmp_path: Path) -> None:
     """No daemon on the socket is an error, and so is a peer signing with another key."""
-    from broker.client import RpcClient, SessionSearchClient
+    from aivault.broker.client import RpcClient, SessionSearchClient
 
     rpc = RpcClient(home.rpc_endpoint, home.key(), timeout_s=0.5)
     with pytest.raises(DaemonUnreachable):
@@ -370,12 +370,12 @@ def test_clear_deletes_the_index_and_sidecars_but_never_a_transcript(home: Home,
 def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: dict[str, Path],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions older than historyDays go, generation advances per transaction, sweep time is recorded."""
-    import indexer.service
-    from broker.daemon import Daemon
+    import aivault.indexer.service
+    from aivault.broker.daemon import Daemon
 
     # The test drives one sweep on the writer itself: keep the idle clean-up off that connection.
-    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
-    from query.service import search_sessions, search_status
+    monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
+    from aivault.query.service import search_sessions, search_status
     from tests.conftest import root_args
 
     old_start = datetime.now(UTC) - timedelta(days=100)
@@ -387,8 +387,8 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
     d.start()
     try:
         d.service.indexer.reconcile(True).result(60)
-        assert len(search_sessions({"query": "gizmo", "limit": 100})["hits"]) == 100
-        g0 = search_status()["generation"]
+        assert len(search_sessions(d.service, {"query": "gizmo", "limit": 100})["hits"]) == 100
+        g0 = search_status(d.service)["generation"]
         w = d.service.indexer.writer
         # Interrupt a sweep after one transaction, as a stop would: it keeps what it did.
         calls: list[int] = []
@@ -403,15 +403,15 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
         policy.save(home, policy.Policy(True, 30))
         d.service.apply_policy()  # close-and-build with the new window; the sweep resumes
         d.service.indexer.reconcile(True).result(60)
-        hits = search_sessions({"query": "gizmo", "limit": 100})["hits"]
+        hits = search_sessions(d.service, {"query": "gizmo", "limit": 100})["hits"]
         assert [h["cwd"] for h in hits] == ["/home/dev/recent"]
-        st = search_status()
+        st = search_status(d.service)
         assert st["generation"] >= g0 + 3 and st["lastSweepCompletedAt"] is not None
         again = d.service.indexer.reconcile(True).result(60)
         assert again["messages"] == 0, "expired files must not be read again while unchanged"
         policy.save(home, policy.Policy(True, None))
         d.service.apply_policy()  # forever: expired sessions come back
         d.service.indexer.reconcile(True).result(60)
-        assert len(search_sessions({"query": "ancient", "limit": 100})["hits"]) == 100
+        assert len(search_sessions(d.service, {"query": "ancient", "limit": 100})["hits"]) == 100
     finally:
         d.close()

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from aivault.home import Home
-from scanner.reader import MAX_LINE_BYTES
-from scanner.scan import TAIL_SETTLE_S
+from aivault.scanner.reader import MAX_LINE_BYTES
+from aivault.scanner.scan import TAIL_SETTLE_S
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, run_cli
 

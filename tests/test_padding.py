@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from aivault.home import Home
+from aivault.query.hybrid import SIMILARITY_FLOOR
 from aivault.render import SIMILAR_TAG, print_results
-from query.hybrid import SIMILARITY_FLOOR
 from tests.conftest import DaemonProcess, InprocDaemon
 from tests.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
 
@@ -93,8 +93,8 @@ def test_a_vector_only_hit_is_marked_in_the_trace_and_by_render(embedded: tuple[
 
 def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots: dict[str, Path]) -> None:
     """A daemon killed before saving its vector sidecar: the read-only CLI path still answers as the daemon did."""
-    from indexer.store import open_reader
-    from query.service import DirectService
+    from aivault.indexer.store import open_reader
+    from aivault.query.direct import DirectService
 
     semantic_on(home)
     _write(roots)

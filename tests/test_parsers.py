@@ -10,9 +10,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from scanner.claude import ClaudeParser
-from scanner.codex import CodexParser, read_session_index
-from scanner.jsonutil import (
+from aivault.scanner.claude import ClaudeParser
+from aivault.scanner.codex import CodexParser, read_session_index
+from aivault.scanner.jsonutil import (
     EXTRA_KEYS_MAX,
     ParserStateError,
     compact_json,
@@ -20,7 +20,7 @@ from scanner.jsonutil import (
     loads_line,
     to_epoch_ms,
 )
-from scanner.model import KINDS, ROLES, Message, SessionInfo
+from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
 
 AnyParser = ClaudeParser | CodexParser
 

@@ -55,7 +55,7 @@ def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, 
     """Each documented method reaches a handler; an undocumented one is method-not-found."""
     import pytest
 
-    from broker.daemon import Daemon
+    from aivault.broker.daemon import Daemon
     from tests.conftest import root_args
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)

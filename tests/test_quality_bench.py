@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from aivault.scanner.claude import ClaudeParser
+from aivault.scanner.codex import CodexParser
 from bench.quality import run
 from bench.quality.checks import check_query, content_words, session_terms, shared_words
 from bench.quality.corpus import KINDS, build, label, load_queries
 from bench.quality.incident import Incident, Step, parse_script
 from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from bench.quality.topics import INCIDENTS
-from scanner.claude import ClaudeParser
-from scanner.codex import CodexParser
 
 # A handful of incidents from different areas keeps the corpus tests fast.
 SMALL = [i for i in INCIDENTS if i.key in {

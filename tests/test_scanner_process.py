@@ -28,7 +28,7 @@ class FakeIndexer:
         self.router: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.bind(self.endpoint)
-        self.proc = subprocess.Popen([sys.executable, "-m", "scanner", "--connect", self.endpoint,
+        self.proc = subprocess.Popen([sys.executable, "-m", "aivault.scanner", "--connect", self.endpoint,
                                       "--no-default-roots", "--root", f"claude={roots['claude']}", *extra],
                                      env=cli_env(tmp), cwd=REPO, stderr=subprocess.PIPE, text=True)
         self.ident = b""
@@ -95,7 +95,7 @@ def test_a_scanner_whose_parent_is_already_gone_exits_at_once(tmp_path: Path, ro
     dead = subprocess.Popen(["true"])
     dead.wait()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "scanner", "--connect", f"ipc://{tmp_path / 'none.sock'}",
+    proc = subprocess.run([sys.executable, "-m", "aivault.scanner", "--connect", f"ipc://{tmp_path / 'none.sock'}",
                            "--no-default-roots", "--parent", str(dead.pid)], env=cli_env(tmp_path), cwd=REPO,
                           capture_output=True, text=True, timeout=20)
     assert proc.returncode == 0
@@ -108,7 +108,7 @@ def test_a_scanner_without_its_indexers_token_is_refused(home: Home, roots: dict
     d = DaemonProcess(home, roots)
     try:
         d.reconcile()
-        stray = subprocess.run([sys.executable, "-m", "scanner", "--connect", home.ingest_endpoint,
+        stray = subprocess.run([sys.executable, "-m", "aivault.scanner", "--connect", home.ingest_endpoint,
                                 "--no-default-roots", "--root", f"claude={roots['claude']}", "--token", "forged"],
                                env=cli_env(home.path), cwd=REPO, capture_output=True, text=True, timeout=30)
         assert stray.returncode == 0

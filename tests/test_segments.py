@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-import indexer.segments as seg_mod
-import indexer.service
+import aivault.indexer.segments as seg_mod
+import aivault.indexer.service
 from aivault.errors import IndexerClosed
 from aivault.home import Home
-from indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
+from aivault.indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
 from tests.builders import ClaudeWriter
 from tests.conftest import root_args, wait_until
 
@@ -82,11 +82,11 @@ def _states(daemon: Any) -> list[str]:
 def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: dict[str, Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A one-shot index sorts nothing until its final compaction; a search ends the bulk load."""
-    from broker.daemon import Daemon
-    from query.service import search_sessions
+    from aivault.broker.daemon import Daemon
+    from aivault.query.service import search_sessions
 
     monkeypatch.setattr(seg_mod, "FREEZE_ROWS", 50)  # read at every batch
-    monkeypatch.setattr(indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)  # no idle compaction meanwhile
+    monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)  # no idle compaction meanwhile
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
     d.start()
     sessions = 0
@@ -101,7 +101,7 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         assert _states(d) == ["active"] and d.service.indexer.writer.segments.active.rows > 50 * L0_FANIN
         # A search during a bulk load (another client through the daemon socket) ends it: the
         # pile is frozen and sorted without waiting for more.
-        assert len(search_sessions({"query": "walrus", "limit": 100})["hits"]) == sessions
+        assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
         assert wait_until(lambda: "sorted" in _states(d) and "frozen" not in _states(d), timeout=30), _states(d)
         ClaudeWriter(roots["claude"], cwd="/home/dev/late").user("walrus late " + " ".join(
             f"late{j}" for j in range(60)))
@@ -111,15 +111,15 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         states = _states(d)
         assert "frozen" not in states and 1 <= states.count("sorted") <= 2, states
         assert d.service.indexer.writer.segments.active.rows == 0
-        assert len(search_sessions({"query": "walrus", "limit": 100})["hits"]) == sessions
-        assert len(search_sessions({"query": "w7x59"})["hits"]) == 1
+        assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
+        assert len(search_sessions(d.service, {"query": "w7x59"})["hits"]) == 1
     finally:
         d.close()
 
 
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
     """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
-    from broker.daemon import Daemon
+    from aivault.broker.daemon import Daemon
 
     ClaudeWriter(roots["claude"]).user("a walrus in the index")
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)

@@ -102,7 +102,7 @@ def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots:
     top = trace[0]
     assert top["sessionId"] == ids["k8s"] and top["lexicalRank"] == 1 and top["vectorRank"] == 1
     # "why does ..." is not in any one chunk: the lexical list is the loose any-word route.
-    from query.hybrid import LOOSE_WEIGHT, RRF_K
+    from aivault.query.hybrid import LOOSE_WEIGHT, RRF_K
 
     assert top["fusedScore"] == pytest.approx(LOOSE_WEIGHT / (RRF_K + 1) + 1 / (RRF_K + 1))
     assert all(c["reason"] == "ranked below this page" for c in r["debug"]["cut"])
@@ -121,7 +121,7 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
             d.service.search({"query": "pod restarting"}, force_route="hybrid")
     finally:
         d.close()
-    from query.hybrid import prefers_semantic
+    from aivault.query.hybrid import prefers_semantic
 
     for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar"):
         assert not prefers_semantic(q), q
@@ -279,12 +279,12 @@ def test_status_shows_semantic_coverage(home: Home, roots: dict[str, Path]) -> N
 def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_without_the_model(
         home: Home, roots: dict[str, Path]) -> None:
     """Without a daemon the saved sidecar answers hybrid; if the model cannot load, search is lexical."""
+    from aivault.config import embedder_factory
     from aivault.embed import EmbedError, configured_fingerprint
-    from indexer.store import open_reader
-    from indexer.vector_service import ReadOnlyVectors
-    from query.engine import Engine
-    from query.local import embedder_factory
-    from query.request import parse_request
+    from aivault.indexer.store import open_reader
+    from aivault.indexer.vector_service import ReadOnlyVectors
+    from aivault.query.engine import Engine
+    from aivault.query.request import parse_request
 
     semantic_on(home)
     ids = _write(roots)

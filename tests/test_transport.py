@@ -48,7 +48,7 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
     router.setsockopt(zmq.LINGER, 0)
     router.bind(endpoint)
     env = cli_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "scanner", "--connect", endpoint, "--no-default-roots",
+    proc = subprocess.Popen([sys.executable, "-m", "aivault.scanner", "--connect", endpoint, "--no-default-roots",
                              "--root", f"claude={roots['claude']}"], env=env, cwd=REPO)
     try:
         frames = _recv(router, 20)

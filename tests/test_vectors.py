@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
+from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
 
 
 def _data(n: int, dims: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

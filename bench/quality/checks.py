@@ -21,12 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from aivault.scanner.claude import ClaudeParser
+from aivault.scanner.codex import CodexParser
+from aivault.scanner.model import Message
 from aivault.text import FUNCTION_WORDS, iter_tokens, normalize, query_terms, token_terms
 from bench.quality.incident import Step
 from bench.quality.render import render_claude, render_codex
-from scanner.claude import ClaudeParser
-from scanner.codex import CodexParser
-from scanner.model import Message
 
 # Function words only (aivault.text.FUNCTION_WORDS), so nothing that carries topic meaning
 # escapes the check.

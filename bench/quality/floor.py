@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aivault.query.hybrid import VECTOR_CANDIDATES
 from bench.quality.corpus import KINDS, LabelledQuery, load_queries
 from bench.quality.metrics import mrr_at_k, percentile, recall_at_k
-from query.hybrid import VECTOR_CANDIDATES
 
 DEFAULT_FLOORS = (0.0, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 # Queries no session answers: words nobody uses, keyboard runs, and ordinary questions about
@@ -120,7 +120,7 @@ def measure(engine: Any, cur: Any, queries: Sequence[LabelledQuery], nonsense: S
 def sweep(engine: Any, queries: Sequence[LabelledQuery], nonsense: Sequence[str],
           floors: Sequence[float]) -> list[dict[str, Any]]:
     """Recall@5 per kind, MRR@10 over all, and nonsense padding, for each floor (planner's choice)."""
-    from query.request import parse_request
+    from aivault.query.request import parse_request
 
     rows: list[dict[str, Any]] = []
     for floor in floors:
@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from aivault import log
     from aivault.home import Home
-    from indexer.store import open_reader
-    from query.service import DirectService
+    from aivault.indexer.store import open_reader
+    from aivault.query.direct import DirectService
 
     log.configure("warning", process="bench")
     out = args.out.absolute()

@@ -155,8 +155,8 @@ def evaluate(out: Path, *, filler_messages: int, seed: int, routes: Sequence[str
              reuse_index: bool = False) -> dict[str, Any]:
     """Build, index, query; return the report (also written to ``out/results.json``)."""
     from aivault import policy
+    from aivault.broker.daemon import Daemon
     from aivault.home import Home, write_private
-    from broker.daemon import Daemon
 
     t0 = time.monotonic()
     queries = build(out, filler_messages=filler_messages, seed=seed, incidents=incidents)

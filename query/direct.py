@@ -1,0 +1,126 @@
+"""Answering from the index file without a daemon: read-only, for one-shot CLI use.
+
+``DirectService`` opens the database read-only in this process; ``MissingIndexService`` answers by
+the contract while there is no database yet. A ``wait-until-current`` search becomes the writer
+for that one request (``WriterSession``), exactly as a daemon would.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from aivault import config
+from aivault import policy as policy_mod
+from aivault.home import Home
+from aivault.indexer import schema as q
+from aivault.protocol import STATUS_SENTINEL
+from aivault.query.engine import Engine
+from aivault.query.request import parse_request
+from aivault.query.service import degraded_roots
+
+
+class MissingIndexService:
+    """The data directory holds no index yet (never indexed, or cleared while disabled).
+
+    Answers by the contract rather than failing: search is ``unavailable`` -- ``disabled``
+    without consent, else ``not-ready`` -- and status reports zero counts and generation 0.
+    """
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+
+    def search(self, params: Any) -> dict[str, Any]:
+        parse_request(params)  # invalid payloads stay errors
+        enabled = policy_mod.load(self.home).enabled
+        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
+
+    def status(self) -> dict[str, Any]:
+        return {**STATUS_SENTINEL, "enabled": policy_mod.load(self.home).enabled}
+
+
+class DirectService:
+    """A read-only service over the database file, for one-shot CLI use without a daemon."""
+
+    def __init__(self, home: Home, con: duckdb.DuckDBPyConnection) -> None:
+        self.home = home
+        self.con = con
+        self.engine = self._engine()
+
+    def _engine(self) -> Engine:
+        make = config.embedder_factory(self.home)
+        vectors = None
+        if make is not None:
+            from aivault.embed import EmbedError, configured_fingerprint
+            from aivault.indexer.vector_service import ReadOnlyVectors
+
+            try:
+                fingerprint = configured_fingerprint(config.embed_config(self.home))
+                vectors = ReadOnlyVectors(self.home, self.con, make, fingerprint)
+            except EmbedError:
+                vectors = None  # e.g. an unknown model name: lexical only, the daemon reports why
+        return Engine(self.con, self.home.key(), vectors=vectors)
+
+    def search(self, params: Any) -> dict[str, Any]:
+        req = parse_request(params)
+        if not policy_mod.load(self.home).enabled:
+            return {"kind": "unavailable", "reason": "disabled"}
+        if req.freshness == "wait-until-current":
+            return self._search_fresh(params)
+        return self.engine.search(req)
+
+    def _search_fresh(self, params: Any) -> dict[str, Any]:
+        """wait-until-current without a daemon: become the indexer for this one request.
+
+        The read-only handle is closed, the database opened read-write (an error if another
+        process holds it), a bounded recent reconcile runs with the usual 5 s deadline, the search
+        answers, and the reconcile is allowed to finish before the handle goes back to read-only.
+        """
+        from aivault.indexer.store import open_reader
+        from aivault.query.session import WriterSession
+
+        self.engine.close()
+        self.con.close()
+        try:
+            session = WriterSession(self.home, schedule=False, semantic=False)  # a one-request writer: no embedding
+            try:
+                session.start()
+                result = session.service.search(params)
+                session.service.indexer.wait_idle()
+            finally:
+                session.close()
+        finally:
+            self.con = open_reader(self.home)
+            self.engine = self._engine()
+        return result
+
+    def status(self) -> dict[str, Any]:
+        enabled = policy_mod.load(self.home).enabled
+        cur = self.con.cursor()
+        try:
+            obs = dict(cur.execute(q.SELECT_OBSERVATIONS).fetchall())
+            row = cur.execute(q.COUNT_PRESENT_FILES).fetchone()
+            gen = cur.execute("SELECT generation FROM meta").fetchone()
+        finally:
+            cur.close()
+        from aivault.scanner.discover import default_roots
+
+        failed = json.loads(obs.get("failed") or "[]")
+        problems = degraded_roots(json.loads(obs.get("problems") or "[]"), failed,
+                                  [r.path for r in default_roots()])
+        return {
+            "enabled": enabled,
+            "phase": "idle",
+            "filesIndexed": int(row[0]) if row else 0,
+            "filesDue": 0,
+            "filesFailed": len(failed),
+            "degradedRoots": problems,
+            "lastReconcileAt": int(obs["lastReconcileAt"]) if obs.get("lastReconcileAt") else None,
+            "lastSweepCompletedAt": int(obs["lastSweepCompletedAt"]) if obs.get("lastSweepCompletedAt") else None,
+            "generation": int(gen[0]) if gen else 0,
+        }
+
+    def close(self) -> None:
+        self.engine.close()
