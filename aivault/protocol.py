@@ -6,9 +6,39 @@ changelog) whenever a frame, method, field or result kind changes.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, Final
 
 PROTOCOL_VERSION: Final = 1
+
+# --- what a message is ---------------------------------------------------------------------
+# The normalized roles and kinds of transcript messages (docs/formats.md §0). Their names are the
+# wire words (``evidence.role``); their numbers are what chunks store, so SQL and arrays use them.
+class Role(IntEnum):
+    USER = 0
+    ASSISTANT = 1
+    TOOL = 2
+    SYSTEM = 3
+
+    @property
+    def wire(self) -> str:
+        return self.name.lower()
+
+
+class Kind(IntEnum):
+    TEXT = 0
+    TOOL_CALL = 1
+    TOOL_RESULT = 2
+    THINKING = 3
+
+    @property
+    def wire(self) -> str:
+        return self.name.lower()
+
+
+# The conversation scope (SPEC §2): user and assistant text, nothing else.
+CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
+
 
 # --- client <-> broker RPC -------------------------------------------------------------
 RPC_MAGIC: Final = b"AIV1"

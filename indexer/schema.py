@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from aivault.protocol import Kind, Role
+
 SCHEMA_VERSION: Final = 2
 
 # Migrations: version -> statements. Never edit a released migration; add the next number.
@@ -173,7 +175,8 @@ FORGET_EXPIRED_FILES: Final = "DELETE FROM files WHERE expired"
 
 # Semantic vectors (indexer/semantic.py). Eligible: user and assistant text and thinking;
 # tool calls and results are not embedded (see docs/protocol.md "Vectors").
-VECTOR_ELIGIBLE: Final = "role IN (0, 1) AND kind IN (0, 3)"
+VECTOR_ELIGIBLE: Final = (f"role IN ({Role.USER:d}, {Role.ASSISTANT:d}) "
+                          f"AND kind IN ({Kind.TEXT:d}, {Kind.THINKING:d})")
 SELECT_VECTOR_STATE: Final = "SELECT fingerprint, watermark, epoch FROM vector_state"
 INSERT_VECTOR_STATE: Final = "INSERT INTO vector_state VALUES (?, 0, 0)"
 UPDATE_VECTOR_STATE: Final = "UPDATE vector_state SET fingerprint = ?, watermark = ?, epoch = ?"

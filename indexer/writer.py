@@ -26,11 +26,10 @@ from aivault.indexer import schema as q
 from aivault.indexer import segments as seg_mod
 from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
 from aivault.indexer.store import Meta, now_ms, transaction
+from aivault.protocol import CONVERSATION_ROLES, Kind
 
 _log = log.get("indexer.writer")
 
-CONV_ROLES = (0, 1)  # user, assistant (scanner.model.ROLES order)
-TEXT_KIND = 0  # scanner.model.KINDS order
 
 
 class Refused(Exception):
@@ -223,7 +222,7 @@ class Writer:
         c_role = np.asarray(cols["role"], dtype=np.uint8)
         c_kind = np.asarray(cols["kind"], dtype=np.uint8)
         c_dl = np.asarray(cols["dl"], dtype=np.uint16)
-        c_conv = np.isin(c_role, CONV_ROLES) & (c_kind == TEXT_KIND)
+        c_conv = np.isin(c_role, [int(r) for r in CONVERSATION_ROLES]) & (c_kind == Kind.TEXT)
         b_chunks = pa.table({
             "chunk": pa.array(np.arange(base, base + n_chunks, dtype=np.int64)),
             "sess": pa.array(c_sess),

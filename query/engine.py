@@ -26,6 +26,7 @@ import duckdb
 import numpy as np
 
 from aivault.indexer.segments import K1, B, SegmentLock
+from aivault.protocol import Role
 from aivault.query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
 from aivault.query.hybrid import (
     CUT_REPORTED,
@@ -43,7 +44,6 @@ from aivault.query.request import SearchRequest
 from aivault.query.snippets import make_snippet
 from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
 
-ROLE_NAMES = ("user", "assistant", "tool", "system")
 # Postings read per term when a term is too common to read whole; the sorted segments keep
 # each term's highest-impact postings first, so these are its best candidates.
 TERM_CAP = 50_000
@@ -496,7 +496,7 @@ class Engine:
             if c is not None:
                 snip = make_snippet(c[3], terms)
                 cut += 1 if snip.cut else 0
-                evidence = {"snippet": snip.text, "role": ROLE_NAMES[int(c[1])], "timestamp": c[2]}
+                evidence = {"snippet": snip.text, "role": Role(int(c[1])).wire, "timestamp": c[2]}
             hits.append({
                 "agent": m[1],
                 "sessionId": m[2],

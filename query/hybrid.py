@@ -46,6 +46,8 @@ from typing import Any, Protocol
 import duckdb
 import numpy as np
 
+from aivault.protocol import Kind
+
 RRF_K = 20
 STRICT_ROUTES = ("phrase", "all")
 STRICT_BONUS = 1.0
@@ -125,7 +127,7 @@ def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, score
         return []
     order = {int(c): i for i, c in enumerate(chunk_ids.tolist())}
     sims = [float(x) for x in scores.tolist()]
-    kind = " AND c.kind = 0" if conversation else ""
+    kind = f" AND c.kind = {Kind.TEXT:d}" if conversation else ""
     rows = cur.execute(
         f"""SELECT c.chunk, c.sess, s.updated_at FROM chunks c JOIN sessions s USING (sess)
             WHERE c.chunk IN ({", ".join(map(str, order))}){kind} AND {filt_sql}""", filt_args).fetchall()

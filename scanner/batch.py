@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from aivault import protocol
 from aivault.codec import packb
 from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES
-from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
+from aivault.scanner.model import Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text
 
-ROLE_CODE = {r: i for i, r in enumerate(ROLES)}
-KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+ROLE_CODE: dict[str, int] = {r.wire: int(r) for r in protocol.Role}
+KIND_CODE: dict[str, int] = {k.wire: int(k) for k in protocol.Kind}
 _DL_MAX = 65535
 # The indexed text of one transcript record (one line) is cut after this many UTF-8 bytes; the
 # rest of that record is not indexed and the cut is counted (skip reason ``record-cut``). With

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 Role = Literal["user", "assistant", "tool", "system"]
 Kind = Literal["text", "tool_call", "tool_result", "thinking"]
 
+# In code order (aivault.protocol.Role / Kind); a test checks they agree.
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
 KINDS: tuple[Kind, ...] = ("text", "tool_call", "tool_result", "thinking")
 
