@@ -13,9 +13,9 @@ from aivault.scanner.codex import CodexParser
 from bench.quality import run
 from bench.quality.checks import check_query, content_words, session_terms, shared_words
 from bench.quality.corpus import KINDS, build, label, load_queries
-from bench.quality.incident import Incident, Step, parse_script
+from bench.quality.incident import Incident, Step, parse_incident, parse_script
 from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
-from bench.quality.topics import INCIDENTS
+from bench.quality.topics import AREAS, INCIDENTS, incident_files, load_incident, load_incidents
 
 # A handful of incidents from different areas keeps the corpus tests fast.
 SMALL = [i for i in INCIDENTS if i.key in {
@@ -135,6 +135,86 @@ def test_script_parser_builds_steps() -> None:
                      Step("edit", "a.py", "-x\n+y"), Step("assistant", "done"))
     with pytest.raises(ValueError):
         parse_script("> output without a tool\nU: hi")
+
+
+# --- incident files --------------------------------------------------------------------------------
+
+_GOOD = """+++
+cwd = "/home/x/app"
+
+[queries]
+exact = "ECONNRESET"
+paraphrase = "peers hang up"
+mixed = "ECONNRESET after quiet periods"
++++
+U: fetch fails with ECONNRESET
+A: the keepalive socket was closed by the peer
+--- distractor ---
+U: fetch is slow
+"""
+
+
+def test_every_incident_file_parses_with_its_queries_and_sessions(tmp_path: Path) -> None:
+    """Each incident file parses, holds a non-empty query of every kind, and its queries name its written session."""
+    files = incident_files()
+    assert len(files) == len(INCIDENTS) and {p.parent.name for p in files} == set(AREAS)
+    for path in files:
+        inc = load_incident(path)
+        assert all(q.strip() for q in (inc.exact, inc.paraphrase, inc.mixed)), path
+        assert any(s.kind == "user" for s in inc.steps), path
+    queries = build(tmp_path / "all", filler_messages=0, seed=1)
+    corpus = json.loads((tmp_path / "all" / "corpus.json").read_text())
+    written = {s["session_id"]: s for s in corpus["sessions"]}
+    assert {q.kind for q in queries} == set(KINDS) and len(queries) == len(KINDS) * len(INCIDENTS)
+    for q in queries:
+        assert q.relevant and all(written[sid]["incident"] == q.incident for sid in q.relevant), q.id
+        assert all((tmp_path / "all" / written[sid]["path"]).is_file() for sid in q.relevant), q.id
+
+
+def test_incident_file_round_trips_its_header_and_distractor() -> None:
+    """A file's header gives cwd, branch (main by default) and the queries; the separator starts the distractor."""
+    inc = parse_incident("k", _GOOD)
+    assert (inc.key, inc.cwd, inc.branch, inc.exact) == ("k", "/home/x/app", "main", "ECONNRESET")
+    assert [s.kind for s in inc.steps] == ["user", "assistant"]
+    assert inc.distractor_steps == (Step("user", "fetch is slow"),)
+    alone = parse_incident("k", _GOOD.split("--- distractor ---")[0].replace('cwd =', 'branch = "dev"\ncwd ='))
+    assert (alone.branch, alone.distractor_steps) == ("dev", None)
+
+
+@pytest.mark.parametrize("broken", [
+    _GOOD.replace("+++\n", "", 1),  # no header
+    _GOOD.replace("+++\nU:", "U:"),  # header never closed
+    _GOOD.replace('mixed = "ECONNRESET after quiet periods"\n', ""),  # a query kind missing
+    _GOOD.replace('paraphrase = "peers hang up"', 'paraphrase = " "'),  # an empty query
+    _GOOD.replace("[queries]", "brnach = \"dev\"\n[queries]"),  # an unknown key
+    _GOOD.replace('cwd = "/home/x/app"', 'cwd = "home/x/app"'),  # a relative cwd
+    _GOOD.replace('exact = "ECONNRESET"', "exact = ECONNRESET"),  # not TOML
+    _GOOD + "--- distractor ---\nU: again\n",  # two distractors
+    _GOOD.replace("U: fetch fails", "A: fetch fails"),  # no user step
+    _GOOD.replace("A: the keepalive", "> the keepalive"),  # output without a tool
+])
+def test_malformed_incident_file_is_refused(tmp_path: Path, broken: str) -> None:
+    """Loading refuses a file with a broken header, a missing or empty query, or a broken script, naming the file."""
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "01-good.txt").write_text(_GOOD)
+    assert [i.key for i in load_incidents(tmp_path)] == ["good"]
+    (tmp_path / "python" / "02-broken.txt").write_text(broken)
+    with pytest.raises(ValueError, match=r"02-broken\.txt"):
+        load_incidents(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["broken.txt", "01-Bad_Key.txt", "01-good.md", "1-other.txt", "02-good.txt"])
+def test_stray_or_repeated_incident_files_are_refused(tmp_path: Path, name: str) -> None:
+    """A file the loader would skip (bad name) or a repeated number or key is an error, not a silent drop."""
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "01-good.txt").write_text(_GOOD)
+    (tmp_path / "python" / name).write_text(_GOOD)
+    with pytest.raises(ValueError):
+        load_incidents(tmp_path)
+    (tmp_path / "python" / name).unlink()
+    (tmp_path / "rust").mkdir()
+    with pytest.raises(ValueError, match="not an area"):
+        load_incidents(tmp_path)
 
 
 # --- corpus ----------------------------------------------------------------------------------------
