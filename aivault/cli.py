@@ -19,7 +19,7 @@ from typing import Any
 from aivault import config, log
 from aivault import policy as policy_mod
 from aivault.broker.client import Connection
-from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
+from aivault.errors import AivaultError, InvalidParams, InvalidRoot, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import (
     METHOD_CLEAR,
@@ -168,7 +168,7 @@ def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
     specs = config.roots(home, list(getattr(args, "root", None) or []))
     try:
         extra = [parse_root_spec(spec) for spec in specs]
-    except ValueError as exc:
+    except InvalidRoot as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     return ([] if getattr(args, "no_default_roots", False) else default_roots()) + extra
 

@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from aivault.errors import AuthenticationError, InvalidRequest, ProtocolError
-from aivault.protocol import INGEST_MAGIC, PROTOCOL_VERSION, RPC_MAGIC, RPC_MAX_FRAME_BYTES, RPC_MAX_ID_CHARS
+if TYPE_CHECKING:
+    import numpy as np
+
+from aivault.errors import AuthenticationError, InvalidRequest, ProtocolError, ProtocolVersionError
+from aivault.protocol import (
+    INGEST_MAGIC,
+    PROTOCOL_VERSION,
+    RPC_MAGIC,
+    RPC_MAX_FRAME_BYTES,
+    RPC_MAX_ID_CHARS,
+    ReplyHeader,
+    RequestHeader,
+)
 
 _MAX_HEADER_BYTES = 1 * 1024 * 1024
 # The broker's socket refuses bigger frames before reading them (ZMQ_MAXMSGSIZE); this check
@@ -60,7 +72,7 @@ class RpcReply:
 
 
 def encode_request(key: bytes, req: RpcRequest) -> list[bytes]:
-    header = packb({"v": PROTOCOL_VERSION, "id": req.id, "method": req.method, "host": req.host})
+    header = packb(RequestHeader(v=PROTOCOL_VERSION, id=req.id, method=req.method, host=req.host))
     body = packb(req.params)
     # Refused here rather than sent: the broker's socket drops the connection of a peer sending
     # a bigger frame, and the caller would only see a timeout.
@@ -70,11 +82,19 @@ def encode_request(key: bytes, req: RpcRequest) -> list[bytes]:
     return [RPC_MAGIC, _sign(key, header, body), header, body]
 
 
+def _check_version(header: dict[str, Any], what: str) -> None:
+    v = header.get("v")
+    if v != PROTOCOL_VERSION:
+        raise ProtocolVersionError(f"{what} of protocol version {v!r}; this aivault speaks version {PROTOCOL_VERSION}. "
+                                   "Run the same aivault version on both ends.")
+
+
 def decode_request(key: bytes, frames: list[bytes]) -> RpcRequest:
     header, body = _check_rpc(key, frames)
     h = unpackb(header, max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(h, dict) or not isinstance(h.get("id"), str) or not isinstance(h.get("method"), str):
         raise ProtocolError("request header must be a map with string 'id' and 'method'")
+    _check_version(h, "a request")
     if len(h["id"]) > RPC_MAX_ID_CHARS:
         raise InvalidRequest(f"request id of {len(h['id'])} characters; at most {RPC_MAX_ID_CHARS}")
     host = h.get("host")
@@ -84,7 +104,7 @@ def decode_request(key: bytes, frames: list[bytes]) -> RpcRequest:
 
 
 def encode_reply(key: bytes, rep: RpcReply) -> list[bytes]:
-    header = packb({"v": PROTOCOL_VERSION, "id": rep.id, "ok": rep.ok})
+    header = packb(ReplyHeader(v=PROTOCOL_VERSION, id=rep.id, ok=rep.ok))
     body = packb(rep.value)
     return [RPC_MAGIC, _sign(key, header, body), header, body]
 
@@ -94,6 +114,7 @@ def decode_reply(key: bytes, frames: list[bytes]) -> RpcReply:
     h = unpackb(header, max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(h, dict) or not isinstance(h.get("id"), str) or not isinstance(h.get("ok"), bool):
         raise ProtocolError("reply header must be a map with string 'id' and bool 'ok'")
+    _check_version(h, "a reply")
     return RpcReply(id=h["id"], ok=h["ok"], value=unpackb(body))
 
 
@@ -126,8 +147,8 @@ class IngestMessage:
     payload: list[bytes]
 
 
-def encode_ingest(kind: bytes, header: dict[str, Any], payload: list[bytes] | None = None) -> list[bytes]:
-    return [INGEST_MAGIC, kind, packb(header), *(payload or [])]
+def encode_ingest(kind: bytes, header: Mapping[str, Any], payload: list[bytes] | None = None) -> list[bytes]:
+    return [INGEST_MAGIC, kind, packb({**header, "v": PROTOCOL_VERSION}), *(payload or [])]
 
 
 def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMessage:
@@ -139,4 +160,55 @@ def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMess
     header = unpackb(frames[2], max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(header, dict):
         raise ProtocolError("ingest header must be a map")
+    _check_version(header, f"an ingest {kind.decode('ascii', 'replace')} message")
     return IngestMessage(kind=kind, header=header, payload=list(frames[3:]))
+
+
+# --- BATCH payload: chunk columns as one msgpack frame, postings as raw little-endian arrays ---
+_COLUMNS = ("file", "ord", "part", "role", "kind", "ts", "dl", "text")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPayload:
+    """A BATCH's bulk data: per-chunk columns, and postings (chunk index, term hash, tf) arrays."""
+
+    columns: dict[str, list[Any]]
+    p_chunk: np.ndarray  # uint32, indexes the chunk columns
+    p_term: np.ndarray  # int64 term hashes
+    p_tf: np.ndarray  # uint16
+    vocab: list[str]  # terms this scanner had not sent before (typo repair)
+
+
+def encode_batch(payload: BatchPayload) -> list[bytes]:
+    """The five payload frames that follow a BATCH header (docs/protocol.md §2.2)."""
+    return [
+        packb(payload.columns),
+        payload.p_chunk.astype("<u4").tobytes(),
+        payload.p_term.astype("<i8").tobytes(),
+        payload.p_tf.astype("<u2").tobytes(),
+        packb(payload.vocab),
+    ]
+
+
+def decode_batch(header: Mapping[str, Any], frames: list[bytes]) -> BatchPayload:
+    """The payload of a BATCH, checked against its header's counts (ProtocolError otherwise)."""
+    import numpy as np  # only the indexer decodes batches; clients of this module need no numpy
+
+    if len(frames) != 5:
+        raise ProtocolError(f"a batch carries 5 payload frames, got {len(frames)}")
+    n_chunks, n_post = int(header.get("chunks", 0)), int(header.get("postings", 0))
+    columns = unpackb(frames[0])
+    for i, width in ((1, 4), (2, 8), (3, 2)):
+        if len(frames[i]) != width * n_post:
+            raise ProtocolError("posting arrays disagree with the header's count")
+    p_chunk = np.frombuffer(frames[1], dtype="<u4")
+    p_term = np.frombuffer(frames[2], dtype="<i8")
+    p_tf = np.frombuffer(frames[3], dtype="<u2")
+    vocab = unpackb(frames[4])
+    if not isinstance(columns, dict) or any(len(columns.get(c, ())) != n_chunks for c in _COLUMNS):
+        raise ProtocolError("chunk columns disagree with the header's count")
+    if n_post and int(p_chunk.max()) >= n_chunks:
+        raise ProtocolError("a posting points past the batch's chunks")
+    if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
+        raise ProtocolError("the vocabulary frame must be a list of strings")
+    return BatchPayload(columns, p_chunk, p_term, p_tf, vocab)

@@ -21,6 +21,12 @@ class ProtocolError(AivaultError):
     code = p.ERR_PARSE
 
 
+class ProtocolVersionError(ProtocolError):
+    """The peer speaks another protocol version (its header's ``v``)."""
+
+    code = p.ERR_PROTOCOL_VERSION
+
+
 class AuthenticationError(AivaultError):
     """A message whose signature does not verify under this data directory's key."""
 
@@ -119,6 +125,12 @@ class NeedsDaemon(AivaultError):
     code = p.ERR_NEEDS_DAEMON
 
 
+class Refused(AivaultError):
+    """A batch that does not continue the committed state (answered with NACK; the scanner re-syncs)."""
+
+    code = p.ERR_INVALID_REQUEST
+
+
 class DaemonUnreachable(AivaultError):
     """No reply from the daemon's socket within the timeout."""
 
@@ -133,11 +145,91 @@ class DaemonFailed(AivaultError):
     """A thread the daemon cannot serve without died; the daemon shut down instead of going deaf."""
 
 
+class EmbedError(AivaultError):
+    """Base class of the embedding layer's failures."""
+
+    code = p.ERR_INTERNAL
+
+
+class UnknownModel(EmbedError, InvalidParams):
+    """A model name that is not on the allow-list; raised before anything is loaded or run.
+
+    An ``EmbedError`` (callers that fall back to lexical search catch that) and, on the wire,
+    invalid params: the request or config named something that cannot be chosen.
+    """
+
+    code = p.ERR_INVALID_PARAMS
+
+
+class ModelNotInstalled(EmbedError):
+    """The distribution that ships a model's weights is missing or has the wrong version."""
+
+
+class BackendMissing(EmbedError):
+    """llama-cpp-python (or gguf/safetensors for the conversion) is not importable."""
+
+
+class ModelFileInvalid(EmbedError):
+    """A converted model file that failed validation and could not be rebuilt."""
+
+
+class RemoteEmbedError(EmbedError):
+    """The remote embedding endpoint failed, refused, or answered something unusable."""
+
+
+class RemoteNotConfigured(RemoteEmbedError):
+    """Remote embedding was turned on but its environment variables or model are missing."""
+
+
+class ParserStateError(AivaultError):
+    """A saved parser state this version cannot continue from; the file is parsed again from its start."""
+
+
+class IndexMissing(AivaultError):
+    """No database file yet (a read-only open): the contract's answers are given instead."""
+
+    code = p.ERR_NOT_READY
+
+
+class MalformedCursor(AivaultError):
+    """A cursor that is not one we minted for this query (answered with ``malformed-cursor``)."""
+
+    code = p.ERR_INVALID_PARAMS
+
+
+class InvalidRoot(ConfigInvalid):
+    """A transcript root spec that is not AGENT=PATH with a known agent."""
+
+
+# The scanner's control flow between its socket (aivault.scanner.link) and its main loop.
+class IndexerGone(AivaultError):
+    """The indexer stopped answering, or our parent process died: exit quietly."""
+
+
+class StopRequested(AivaultError):
+    """The indexer (or SIGTERM) asked the scanner to stop."""
+
+
+class Resync(AivaultError):
+    """The indexer refused a batch; the scanner must reload file state and start over.
+
+    ``poison`` lists the files of a batch the indexer could not accept as sent (not a state
+    mismatch, which re-reading fixes): sending them again unchanged would be refused again, for
+    ever, so the scanner sets them aside until they change.
+    """
+
+    def __init__(self, reason: str, retry_after_s: float = 0.0, poison: list[str] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+        self.poison = poison or []
+
+
 _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
                 IndexLocked, ReconcileFailed, Busy, InvalidRequest, IndexDamaged, IndexWriteFailed, IndexerClosed,
-                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon)
+                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon, ProtocolVersionError)
 }
 
 

@@ -7,7 +7,7 @@ changelog) whenever a frame, method, field or result kind changes.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 PROTOCOL_VERSION: Final = 1
 
@@ -55,6 +55,26 @@ RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCIL
 # Requests a client may send again on its own (after `busy`): asking twice changes nothing.
 IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS})
 
+# The RPC frames' headers (docs/protocol.md §1.1) and an error reply's body.
+class RequestHeader(TypedDict):
+    v: int
+    id: str
+    method: str
+    host: str | None
+
+
+class ReplyHeader(TypedDict):
+    v: int
+    id: str
+    ok: bool
+
+
+class ErrorBody(TypedDict):
+    code: int
+    name: str
+    message: str
+
+
 # Result kinds of aiVault.searchSessions (SPEC §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
 UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
@@ -90,6 +110,8 @@ ERR_DATA_DIR: Final = -32013  # the data directory cannot be used (permissions, 
 ERR_CONFIG: Final = -32014  # config.json cannot be read or holds a wrong value
 ERR_DISABLED: Final = -32015  # indexing asked for while consent is off
 ERR_NEEDS_DAEMON: Final = -32016  # a method only a running daemon answers, asked without one
+ERR_PROTOCOL_VERSION: Final = -32017  # the peer speaks another protocol version
+ERR_NOT_READY: Final = -32018  # the index does not exist yet (never indexed, or cleared while disabled)
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -109,6 +131,8 @@ ERROR_CODES: Final = {
     ERR_CONFIG: "config-invalid",
     ERR_DISABLED: "indexing-disabled",
     ERR_NEEDS_DAEMON: "needs-daemon",
+    ERR_PROTOCOL_VERSION: "protocol-version",
+    ERR_NOT_READY: "index-not-ready",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------
@@ -130,6 +154,136 @@ K_PING: Final = b"PING"
 
 SCANNER_KINDS: Final = (K_HELLO, K_BATCH, K_PROGRESS, K_PASS_DONE, K_GET_STATES)
 INDEXER_KINDS: Final = (K_STATE, K_ACK, K_NACK, K_RECONCILE, K_STOP, K_PING)
+
+
+# --- the headers, one typed record per message (docs/protocol.md §2.2) ----------------------------
+# Every header also carries ``v`` (PROTOCOL_VERSION), added by aivault.codec.encode_ingest and
+# checked by decode_ingest: a peer of another version is a clear ``protocol-version`` error.
+class Hello(TypedDict):
+    req: int
+    protocol: int
+    pid: int
+    shard: int
+    shards: int
+    roots: list[list[str]]
+    token: str  # the one the indexer gave this scanner on its command line
+
+
+class State(TypedDict, total=False):
+    req: int | None
+    last: bool
+    epoch: int
+    files: list[list[Any]]  # [path, agent, dev, ino, size, mtime_ns, offset, head_len, head_hash, present, expired]
+    states: dict[str, bytes | None]  # path -> parser state, answering GET_STATES
+
+
+class GetStates(TypedDict):
+    req: int
+    paths: list[str]
+
+
+class Reconcile(TypedDict):
+    req: int
+    full: bool
+    cutoff_ms: int | None
+
+
+class SessionMeta(TypedDict):
+    agent: str
+    session_id: str
+    title: str | None
+    cwd: str | None
+    branch: str | None
+    started_at: int | None
+    updated_at: int | None
+    message_count: int
+    resume_command: str | None
+    parent_session_id: str | None
+
+
+class FilePart(TypedDict, total=False):
+    path: str
+    agent: str
+    reset: bool
+    renamed_from: str | None
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    start: int
+    # filled in when the part closes
+    end: int
+    head_len: int
+    head_hash: int
+    state: bytes
+    session: SessionMeta
+    malformed: int
+    oversized: int
+    skips: dict[str, int]
+
+
+class Batch(TypedDict):
+    seq: int
+    epoch: int
+    files: list[FilePart]
+    gone: list[str]
+    titles: list[list[str]]  # [agent, session_id, title]
+    chunks: int
+    postings: int
+    messages: int
+    dropped_lines: int
+
+
+class Ack(TypedDict):
+    seq: int
+    generation: int
+    messages: int
+
+
+class Nack(TypedDict, total=False):
+    seq: int | None  # None: the indexer could not read which batch it was
+    reason: str
+    retry_after_s: float
+    poison: bool  # sending the same again is pointless: set its files aside until they change
+
+
+class Progress(TypedDict):
+    req: int | None
+    files_seen: int
+    files_changed: int
+    files_done: int
+    bytes_total: int
+    bytes_done: int
+    messages: int
+
+
+class PassDone(TypedDict):
+    reqs: list[int | None]
+    full: bool
+    files_seen: int
+    files_changed: int
+    messages: int
+    malformed: int
+    oversized: int
+    record_cut: int
+    too_old: int
+    failed: list[dict[str, str]]  # [{path, reason}]
+    problems: list[dict[str, str]]  # [{root, reason}]
+
+
+class Ping(TypedDict):
+    pass
+
+
+class Stop(TypedDict, total=False):
+    reason: str
+
+
+# kind -> its header record (the protocol document lists the same fields; a test compares them)
+INGEST_HEADERS: Final[dict[bytes, type]] = {
+    K_HELLO: Hello, K_STATE: State, K_GET_STATES: GetStates, K_RECONCILE: Reconcile, K_BATCH: Batch,
+    K_ACK: Ack, K_NACK: Nack, K_PROGRESS: Progress, K_PASS_DONE: PassDone, K_PING: Ping, K_STOP: Stop,
+}
 
 _SHARD_MIX = 1_000_003
 

@@ -226,7 +226,8 @@ class Connection:
 
     def _direct(self) -> Any:
         if self.direct is None:
-            from aivault.indexer.store import IndexMissing, open_reader
+            from aivault.errors import IndexMissing
+            from aivault.indexer.store import open_reader
             from aivault.query.direct import DirectService, MissingIndexService
 
             try:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +31,13 @@ import aivault
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
-from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError
+from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.home import Home
 from aivault.indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
 from aivault.indexer.segments import MergePlan, SegmentLock
 from aivault.indexer.store import Meta, WriteFailure, classify_write_error, now_ms
 from aivault.indexer.vector_service import VectorService
-from aivault.indexer.writer import Refused, Writer
+from aivault.indexer.writer import Writer
 from aivault.protocol import (
     HEARTBEAT_INTERVAL_S,
     K_ACK,
@@ -53,6 +53,12 @@ from aivault.protocol import (
     K_STOP,
     PROTOCOL_VERSION,
     SCANNER_KINDS,
+    Ack,
+    Nack,
+    Ping,
+    Reconcile,
+    State,
+    Stop,
 )
 
 _log = log.get("indexer")
@@ -211,7 +217,7 @@ class IndexerService:
                 now = time.monotonic()
                 if now - last_ping >= HEARTBEAT_INTERVAL_S:
                     for slot in self.slots:
-                        self._send(slot.ident, K_PING, {})
+                        self._send(slot.ident, K_PING, Ping())
                     last_ping = now
                 self._supervise(now)
                 self._housekeeping(now)
@@ -226,7 +232,7 @@ class IndexerService:
             sock.close(linger=0)
             sock_path.unlink(missing_ok=True)
 
-    def _send(self, ident: bytes | None, kind: bytes, header: dict[str, Any]) -> None:
+    def _send(self, ident: bytes | None, kind: bytes, header: Mapping[str, object]) -> None:
         if ident is None:
             return
         try:
@@ -234,8 +240,8 @@ class IndexerService:
         except zmq.ZMQError as exc:
             _log.warning("cannot reach scanner", error=str(exc))
 
-    def _reconcile_header(self, req_id: int, full: bool) -> dict[str, Any]:
-        return {"req": req_id, "full": full, "cutoff_ms": self.cutoff_ms()}
+    def _reconcile_header(self, req_id: int, full: bool) -> Reconcile:
+        return Reconcile(req=req_id, full=full, cutoff_ms=self.cutoff_ms())
 
     def _on_frames(self, frames: list[bytes]) -> None:
         ident, rest = frames[0], frames[1:]
@@ -246,7 +252,7 @@ class IndexerService:
             if any(s.ident == ident for s in self.slots):
                 # One of our scanners sent something unreadable (perhaps a batch): it must not
                 # wait for an ACK that will never come, nor send the same again.
-                self._send(ident, K_NACK, {"seq": None, "reason": f"unreadable message: {exc}", "poison": True})
+                self._send(ident, K_NACK, Nack(seq=None, reason=f"unreadable message: {exc}", poison=True))
             return
         if msg.kind == K_HELLO:
             self._on_hello(ident, msg)
@@ -258,8 +264,7 @@ class IndexerService:
             self._on_batch(slot, msg)
         elif msg.kind == K_GET_STATES:
             paths = [p for p in msg.header.get("paths", []) if isinstance(p, str)]
-            self._send(ident, K_STATE, {"req": msg.header.get("req"), "last": True,
-                                        "states": self.writer.states(paths)})
+            self._send(ident, K_STATE, State(req=msg.header.get("req"), last=True, states=self.writer.states(paths)))
         elif msg.kind == K_PROGRESS:
             self._on_progress(slot, msg)
         elif msg.kind == K_PASS_DONE:
@@ -271,11 +276,11 @@ class IndexerService:
         if h.get("token") != self.token:
             # A scanner another indexer started (one that outlived it): never ours to feed.
             _log.warning("refused a scanner this indexer did not start", pid=h.get("pid"))
-            self._send(ident, K_STOP, {"reason": "not started by this indexer"})
+            self._send(ident, K_STOP, Stop(reason="not started by this indexer"))
             return
         if h.get("protocol") != PROTOCOL_VERSION or shards != len(self.slots) or not 0 <= shard < shards:
             _log.error("scanner does not match this indexer", protocol=h.get("protocol"), shard=shard, shards=shards)
-            self._send(ident, K_STOP, {"reason": "protocol version or shard mismatch"})
+            self._send(ident, K_STOP, Stop(reason="protocol version or shard mismatch"))
             return
         slot = self.slots[shard]
         slot.epoch += 1
@@ -283,8 +288,7 @@ class IndexerService:
         rows = [r for r in self.writer.snapshot() if shard_of(int(r[2]), int(r[3]), shards) == shard]
         pages = [rows[i : i + _SNAPSHOT_PAGE] for i in range(0, len(rows), _SNAPSHOT_PAGE)] or [[]]
         for i, page in enumerate(pages):
-            self._send(ident, K_STATE, {"req": h.get("req"), "epoch": slot.epoch, "files": page,
-                                        "last": i == len(pages) - 1})
+            self._send(ident, K_STATE, State(req=h.get("req"), epoch=slot.epoch, files=page, last=i == len(pages) - 1))
         _log.info("scanner connected", shard=shard, epoch=slot.epoch, files=len(rows), pid=h.get("pid"))
         # Whatever was asked of a previous scanner of this shard is asked again of this one.
         slot.sent.clear()
@@ -297,14 +301,15 @@ class IndexerService:
 
     def _on_batch(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
-        seq = h.get("seq")
+        raw_seq = h.get("seq")
+        seq = raw_seq if isinstance(raw_seq, int) else None
         if h.get("epoch") != slot.epoch:
             return  # sent before the scanner re-synced; it will be re-sent
         if self.write_failure is not None and self.write_failure.fatal:
             # The database refused a commit for good (DuckDB invalidates it after a failed
             # checkpoint): nothing can be written until it is reopened (query/local.py).
-            self._send(slot.ident, K_NACK, {"seq": seq, "reason": self.write_failure.message,
-                                            "retry_after_s": WRITE_RETRY_MAX_S})
+            self._send(slot.ident, K_NACK, Nack(seq=seq, reason=self.write_failure.message,
+                                                retry_after_s=WRITE_RETRY_MAX_S))
             return
         t0 = time.perf_counter()
         try:
@@ -312,13 +317,13 @@ class IndexerService:
         except Refused as exc:
             self._refusals += 1
             _log.warning("batch refused", shard=slot.shard, seq=seq, reason=str(exc))
-            self._send(slot.ident, K_NACK, {"seq": seq, "reason": str(exc)})
+            self._send(slot.ident, K_NACK, Nack(seq=seq, reason=str(exc)))
             return
         except ProtocolError as exc:
             # The batch itself is wrong: re-reading the same bytes would build it again, so the
             # scanner sets its files aside instead of re-sending it for ever.
             _log.error("batch rejected", shard=slot.shard, seq=seq, reason=str(exc))
-            self._send(slot.ident, K_NACK, {"seq": seq, "reason": f"invalid batch: {exc}", "poison": True})
+            self._send(slot.ident, K_NACK, Nack(seq=seq, reason=f"invalid batch: {exc}", poison=True))
             return
         except duckdb.Error as exc:
             self._write_failed(slot, seq, exc, int(h.get("messages") or 0))
@@ -331,14 +336,15 @@ class IndexerService:
         self._last_batch_at = time.monotonic()
         self._idle_compacted = False
         slot.progress.messages_committed += applied.messages
-        self._send(slot.ident, K_ACK, {"seq": seq, "generation": applied.generation, "messages": applied.messages})
+        self._send(slot.ident, K_ACK, Ack(seq=seq if seq is not None else -1, generation=applied.generation,
+                                          messages=applied.messages))
         _log.info("batch", shard=slot.shard, seq=seq, files=len(h.get("files") or []), messages=applied.messages,
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
         if not self.bulk and self.writer.maybe_freeze():
             self._start_merge()
 
-    def _write_failed(self, slot: Slot, seq: object, exc: duckdb.Error, messages: int) -> None:
+    def _write_failed(self, slot: Slot, seq: int | None, exc: duckdb.Error, messages: int) -> None:
         """A commit failed for a reason that is not the batch's (disk full, I/O error).
 
         The transaction rolled back, so the index is as it was. A scheduled indexer keeps asking
@@ -353,7 +359,7 @@ class IndexerService:
         delay = min(WRITE_RETRY_MAX_S, 0.5 * 2 ** min(self._refusals, 10))
         _log.error("batch failed", seq=seq, error=str(exc), disk_full=failure.disk_full, fatal=failure.fatal,
                    retry_in_s=delay)
-        self._send(slot.ident, K_NACK, {"seq": seq, "reason": failure.message, "retry_after_s": delay})
+        self._send(slot.ident, K_NACK, Nack(seq=seq, reason=failure.message, retry_after_s=delay))
         if not self.schedule:
             self._fail_pending(IndexWriteFailed(failure.summary(lost)))
 
@@ -626,7 +632,7 @@ class IndexerService:
             self.vec.on_dropped()
             self.vec.save()
         for slot in self.slots:
-            self._send(slot.ident, K_STOP, {"reason": "indexer stopping"})
+            self._send(slot.ident, K_STOP, Stop(reason="indexer stopping"))
         deadline = time.monotonic() + SCANNER_STOP_GRACE_S
         for slot in self.slots:
             if slot.proc is None:

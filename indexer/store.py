@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from aivault import log
-from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked
+from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked, IndexMissing
 from aivault.home import Home
 from aivault.indexer import schema as q
 from aivault.text import TOKENIZER_VERSION
@@ -51,10 +51,6 @@ class Meta:
 
     def advanced(self, **changes: int) -> Meta:
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-class IndexMissing(Exception):
-    """No database file yet (read-only open)."""
 
 
 def now_ms() -> int:

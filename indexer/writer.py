@@ -9,10 +9,8 @@ re-sent or reordered batch can never duplicate a message.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -20,32 +18,23 @@ import numpy as np
 import pyarrow as pa
 
 from aivault import log
-from aivault.codec import packb, unpackb
-from aivault.errors import ProtocolError
+from aivault.codec import BatchPayload, decode_batch
 from aivault.indexer import schema as q
 from aivault.indexer import segments as seg_mod
+from aivault.indexer.batch import (
+    BatchPlan,
+    BatchTables,
+    FileEntry,
+    batch_tables,
+    load_skips,
+    plan_batch,
+    session_sig,
+)
 from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
-from aivault.indexer.store import Meta, now_ms, transaction
-from aivault.protocol import CONVERSATION_ROLES, Kind
+from aivault.indexer.store import Meta, transaction
 
 _log = log.get("indexer.writer")
 
-
-
-class Refused(Exception):
-    """A batch that does not continue the committed state (answered with NACK)."""
-
-
-@dataclass(slots=True)
-class FileEntry:
-    file_id: int
-    sess: int
-    offset: int
-    present: bool
-    malformed: int = 0
-    oversized: int = 0
-    expired: bool = False
-    skips: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,37 +53,6 @@ class Applied:
     postings: int
 
 
-# Distinct skip reasons kept per file: reasons are a small fixed vocabulary; the cap only guards
-# the table against a peer sending arbitrary keys.
-_SKIP_REASONS_MAX = 32
-
-
-def _load_skips(text: object) -> dict[str, int]:
-    try:
-        raw = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
-        return {}
-    return {str(k): int(v) for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
-
-
-def _add_skips(old: dict[str, int], new: object) -> dict[str, int]:
-    """``old`` plus a part's skip counts; ProtocolError for counts that are not a reason -> int map."""
-    if not new:
-        return dict(old)
-    if not isinstance(new, dict) or not all(isinstance(k, str) and isinstance(v, int) and v >= 0
-                                            for k, v in new.items()):
-        raise ProtocolError("a file part's 'skips' must map reasons to counts")
-    out = dict(old)
-    for k, v in new.items():
-        if k in out or len(out) < _SKIP_REASONS_MAX:
-            out[k] = out.get(k, 0) + v
-    return out
-
-
-def _sig(session: dict[str, Any]) -> bytes:
-    return hashlib.blake2b(packb(session), digest_size=8).digest()
-
-
 class Writer:
     """The single writer of the database (one thread)."""
 
@@ -105,7 +63,7 @@ class Writer:
         for path, file_id, sess, offset, present, malformed, oversized, expired, skips in \
                 con.execute(q.SELECT_FILES_CACHE).fetchall():
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
-                                         int(oversized), bool(expired), _load_skips(skips))
+                                         int(oversized), bool(expired), load_skips(skips))
         self.sess_sig: dict[int, bytes] = {}
         row = con.execute(q.SELECT_VECTOR_STATE).fetchone()
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
@@ -127,206 +85,89 @@ class Writer:
             self.con.unregister("b_paths")
 
     # --- batches ------------------------------------------------------------------------------
-    def apply(self, header: dict[str, Any], payload: list[bytes]) -> Applied:
-        n_chunks = int(header.get("chunks", 0))
-        n_post = int(header.get("postings", 0))
-        if len(payload) != 5:
-            raise ProtocolError(f"a batch carries 5 payload frames, got {len(payload)}")
-        cols = unpackb(payload[0])
-        p_chunk = np.frombuffer(payload[1], dtype="<u4")
-        p_term = np.frombuffer(payload[2], dtype="<i8")
-        p_tf = np.frombuffer(payload[3], dtype="<u2")
-        vocab = unpackb(payload[4])
-        parts: list[dict[str, Any]] = header.get("files") or []
-        if not (len(p_chunk) == len(p_term) == len(p_tf) == n_post):
-            raise ProtocolError("posting arrays disagree with the header's count")
-        if not isinstance(cols, dict) or any(len(cols.get(c, ())) != n_chunks for c in
-                                             ("file", "ord", "part", "role", "kind", "ts", "dl", "text")):
-            raise ProtocolError("chunk columns disagree with the header's count")
-        if n_post and int(p_chunk.max()) >= n_chunks:
-            raise ProtocolError("a posting points past the batch's chunks")
-        if n_chunks and max(cols["file"]) >= len(parts):
-            raise ProtocolError("a chunk points past the batch's files")
+    def apply(self, header: dict[str, Any], frames: list[bytes]) -> Applied:
+        """Commit one batch, or raise Refused (it does not continue the committed state) or
+        ProtocolError (it is malformed). Stages: decode, plan the file parts against the committed
+        offsets, build the Arrow tables, commit them in one transaction, then move the in-memory view."""
+        payload = decode_batch(header, frames)
+        plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta)
+        tables = batch_tables(plan, payload, self.meta.next_chunk)
+        new_meta, dropped_ids = self._commit(plan, tables, payload)
+        self._advance(plan, new_meta, dropped_ids)
+        return Applied(new_meta.generation, plan.changed, int(header.get("messages", 0)), plan.n_chunks,
+                       len(payload.p_term))
 
-        meta = self.meta
-        next_file, next_sess = meta.next_file, meta.next_sess
-        pending: dict[str, FileEntry] = {}
-        removed: list[str] = []
-        part_sess: list[int] = []
-        file_rows: dict[int, dict[str, Any]] = {}
-        sess_rows: dict[int, dict[str, Any]] = {}
-        drop_sess: list[int] = []
-        changed = False
-        for part in parts:
-            path = part["path"]
-            cur = pending.get(path) or self.files.get(path)
-            renamed = part.get("renamed_from")
-            if renamed:
-                cur = pending.get(renamed) or self.files.get(renamed)
-                if cur is None:
-                    raise Refused(f"{path}: renamed from {renamed}, which is not indexed")
-                removed.append(renamed)
-            if part["reset"]:
-                if part["start"] != 0:
-                    raise Refused(f"{path}: a re-read must start at offset 0")
-                if cur is not None:
-                    drop_sess.append(cur.sess)
-                    file_id = cur.file_id
-                else:
-                    file_id, next_file = next_file, next_file + 1
-                sess, next_sess = next_sess, next_sess + 1
-                changed = True
-            else:
-                if cur is None:
-                    raise Refused(f"{path}: not indexed yet, so a batch must read it from offset 0")
-                if cur.expired:
-                    raise Refused(f"{path}: its session expired under the retention policy; re-read it from 0")
-                if cur.offset != part["start"]:
-                    raise Refused(f"{path}: committed offset is {cur.offset}, batch starts at {part['start']}")
-                file_id, sess = cur.file_id, cur.sess
-            keep = cur is not None and not part["reset"]
-            entry = FileEntry(file_id, sess, int(part["end"]), True,
-                              (cur.malformed if keep and cur else 0) + int(part.get("malformed", 0)),
-                              (cur.oversized if keep and cur else 0) + int(part.get("oversized", 0)),
-                              skips=_add_skips(cur.skips if keep and cur else {}, part.get("skips")))
-            pending[path] = entry
-            part_sess.append(sess)
-            s = part["session"]
-            file_rows[file_id] = {
-                "file_id": file_id, "path": path, "agent": part["agent"], "dev": part["dev"], "ino": part["ino"],
-                "size": part["size"], "mtime_ns": part["mtime_ns"], "offset": part["end"],
-                "head_len": part["head_len"], "head_hash": part["head_hash"], "state": part["state"],
-                "sess": sess, "present": True, "malformed": entry.malformed,
-                "oversized": entry.oversized, "indexed_at": now_ms(),
-                "skips": json.dumps(entry.skips, sort_keys=True),
-            }
-            row = {
-                "sess": sess, "file_id": file_id, "agent": s["agent"], "session_id": s["session_id"],
-                "title": s.get("title"), "cwd": s.get("cwd"), "branch": s.get("branch"),
-                "started_at": s.get("started_at"), "updated_at": s.get("updated_at"),
-                "message_count": s.get("message_count", 0), "resume_command": s.get("resume_command"),
-                "parent_session_id": s.get("parent_session_id"), "present": True,
-            }
-            sig = _sig(row)
-            if self.sess_sig.get(sess) != sig:
-                changed = True
-            sess_rows[sess] = row
-        gone = [p for p in header.get("gone") or [] if p in self.files and p not in pending]
-        titles = header.get("titles") or []
-        changed = changed or n_chunks > 0 or bool(gone) or bool(titles)
-
-        # Per-chunk and per-posting columns, computed with numpy rather than per row.
-        base = meta.next_chunk
-        c_file = np.asarray(cols["file"], dtype=np.int64)
-        c_sess = np.asarray(part_sess, dtype=np.int32)[c_file] if n_chunks else np.zeros(0, np.int32)
-        c_role = np.asarray(cols["role"], dtype=np.uint8)
-        c_kind = np.asarray(cols["kind"], dtype=np.uint8)
-        c_dl = np.asarray(cols["dl"], dtype=np.uint16)
-        c_conv = np.isin(c_role, [int(r) for r in CONVERSATION_ROLES]) & (c_kind == Kind.TEXT)
-        b_chunks = pa.table({
-            "chunk": pa.array(np.arange(base, base + n_chunks, dtype=np.int64)),
-            "sess": pa.array(c_sess),
-            "ord": pa.array(np.asarray(cols["ord"], dtype=np.int32)),
-            "part": pa.array(np.asarray(cols["part"], dtype=np.int16)),
-            "role": pa.array(c_role),
-            "kind": pa.array(c_kind),
-            "ts": pa.array(cols["ts"], type=pa.int64()),
-            "dl": pa.array(c_dl),
-            "text": pa.array(cols["text"], type=pa.string()),
-        })
-        idx = p_chunk.astype(np.int64)
-        b_postings = pa.table({
-            "term": pa.array(p_term),
-            "chunk": pa.array(idx + base),
-            "sess": pa.array(c_sess[idx]),
-            "tf": pa.array(p_tf),
-            "dl": pa.array(c_dl[idx]),
-            "conv": pa.array(c_conv[idx]),
-        })
-        b_files = pa.Table.from_pylist(list(file_rows.values()), schema=_FILES_SCHEMA)
-        b_sessions = pa.Table.from_pylist(list(sess_rows.values()), schema=_SESSIONS_SCHEMA)
-        b_titles = pa.table({
-            "agent": pa.array([t[0] for t in titles], pa.string()),
-            "session_id": pa.array([t[1] for t in titles], pa.string()),
-            "title": pa.array([t[2] for t in titles], pa.string()),
-        })
-        b_lists = {
-            "b_drop": pa.table({"sess": pa.array(drop_sess, pa.int32())}),
-            "b_gone": pa.table({"path": pa.array(gone, pa.string())}),
-            "b_vocab": pa.table({"term": pa.array(vocab if isinstance(vocab, list) else [], pa.string())}),
-        }
-        new_dl = int(c_dl.sum(dtype=np.int64))
-
+    def _commit(self, plan: BatchPlan, tables: BatchTables, payload: BatchPayload) -> tuple[Meta, np.ndarray]:
+        """Everything the batch changes, in one transaction: its rows, the files' offsets and parser
+        states, and the meta counters (whose ids fence an unfinished commit: indexer/store.py)."""
         con = self.con
+        meta = self.meta
         segment = self.segments.active.name
         try:
             with transaction(con):
-                for name, table in b_lists.items():
+                for name, table in tables.lists.items():
                     con.register(name, table)
                 dropped_chunks = dropped_dl = 0
-                vstate: VectorState | None = None
                 dropped_ids = np.zeros(0, np.int64)
-                if drop_sess:
+                if plan.drop_sess:
                     dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()],
                                              np.int64)
                     totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
                     dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                     con.execute(q.DELETE_CHUNKS_OF)
                     con.execute(q.DELETE_SESSIONS_OF)
-                con.register("b_chunks", b_chunks)
-                con.register("b_postings", b_postings)
-                con.register("b_files", b_files)
-                con.register("b_sessions", b_sessions)
-                con.register("b_titles", b_titles)
-                if n_chunks:
+                for name, table in tables.rows.items():
+                    con.register(name, table)
+                if plan.n_chunks:
                     con.execute(q.INSERT_CHUNKS)
-                if n_post:
+                if len(payload.p_term):
                     con.execute(q.INSERT_POSTINGS.format(segment=segment))
-                if file_rows:
+                if plan.file_rows:
                     con.execute(q.DELETE_FILES)
                     con.execute(q.INSERT_FILES)
-                if sess_rows:
+                if plan.sess_rows:
                     con.execute(q.DELETE_SESSIONS_IN_BATCH)
                     con.execute(q.INSERT_SESSIONS)
-                if gone:
+                if plan.gone:
                     con.execute(q.MARK_GONE_SESSIONS)
                     con.execute(q.MARK_GONE_FILES)
-                if titles:
+                if plan.titles:
                     con.execute(q.DELETE_TITLES)
                     con.execute(q.INSERT_TITLES)
-                if vocab:
+                if payload.vocab:
                     con.execute(q.INSERT_VOCAB)
                 new_meta = meta.advanced(
-                    generation=meta.generation + (1 if changed else 0),
-                    next_file=next_file,
-                    next_sess=next_sess,
-                    next_chunk=base + n_chunks,
-                    n_chunks=meta.n_chunks + n_chunks - dropped_chunks,
-                    sum_dl=meta.sum_dl + new_dl - dropped_dl,
+                    generation=meta.generation + (1 if plan.changed else 0),
+                    next_file=plan.next_file,
+                    next_sess=plan.next_sess,
+                    next_chunk=meta.next_chunk + plan.n_chunks,
+                    n_chunks=meta.n_chunks + plan.n_chunks - dropped_chunks,
+                    sum_dl=meta.sum_dl + tables.new_dl - dropped_dl,
                 )
                 self._write_meta(new_meta)
                 vstate = self._bump_vector_epoch() if len(dropped_ids) else None
         finally:
-            for name in ("b_chunks", "b_postings", "b_files", "b_sessions", "b_titles", *b_lists):
+            for name in (*tables.rows, *tables.lists):
                 con.unregister(name)
         if vstate is not None:
             self.vstate = vstate
             self.dropped_chunks.append(dropped_ids)
+        return new_meta, dropped_ids
 
-        # Committed: only now does the in-memory view move.
+    def _advance(self, plan: BatchPlan, new_meta: Meta, dropped_ids: np.ndarray) -> None:
+        """Committed: only now does the in-memory view move."""
         self.meta = new_meta
-        for path in removed:
+        for path in plan.removed:
             self.files.pop(path, None)
-        self.files.update(pending)
-        for path in gone:
+        self.files.update(plan.pending)
+        for path in plan.gone:
             self.files[path].present = False
             self.sess_sig.pop(self.files[path].sess, None)
-        for sess in drop_sess:
+        for sess in plan.drop_sess:
             self.sess_sig.pop(sess, None)
-        for sess, row in sess_rows.items():
-            self.sess_sig[sess] = _sig(row)
-        self.segments.active.rows += n_post
-        return Applied(new_meta.generation, changed, int(header.get("messages", 0)), n_chunks, n_post)
+        for sess, row in plan.sess_rows.items():
+            self.sess_sig[sess] = session_sig(row)
+        self.segments.active.rows += plan.n_postings
 
     def _write_meta(self, m: Meta) -> None:
         self.con.execute(q.UPDATE_META, [m.generation, m.next_file, m.next_sess, m.next_chunk, m.next_segment,
@@ -477,18 +318,3 @@ class Writer:
     def finish_merge(self, plan: MergePlan, rows: int) -> None:
         self.segments.register(self.con, plan, rows, self.meta.next_segment)
         self.segments.drop_retired(self.con, self.lock)
-
-
-_FILES_SCHEMA = pa.schema([
-    ("file_id", pa.int32()), ("path", pa.string()), ("agent", pa.string()), ("dev", pa.uint64()),
-    ("ino", pa.uint64()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("offset", pa.int64()),
-    ("head_len", pa.int32()), ("head_hash", pa.int64()), ("state", pa.binary()), ("sess", pa.int32()),
-    ("present", pa.bool_()), ("malformed", pa.int64()), ("oversized", pa.int64()), ("indexed_at", pa.int64()),
-    ("skips", pa.string()),
-])
-_SESSIONS_SCHEMA = pa.schema([
-    ("sess", pa.int32()), ("file_id", pa.int32()), ("agent", pa.string()), ("session_id", pa.string()),
-    ("title", pa.string()), ("cwd", pa.string()), ("branch", pa.string()), ("started_at", pa.int64()),
-    ("updated_at", pa.int64()), ("message_count", pa.int32()), ("resume_command", pa.string()),
-    ("parent_session_id", pa.string()), ("present", pa.bool_()),
-])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import msgpack
 
+from aivault.errors import MalformedCursor
 from aivault.query.request import SearchRequest
 
 CURSOR_VERSION = 1
@@ -33,10 +34,6 @@ class Position:
     generation: int
     identity: str
     offset: int
-
-
-class MalformedCursor(Exception):
-    pass
 
 
 def query_key(req: SearchRequest) -> bytes:

@@ -25,9 +25,10 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aivault.errors import MalformedCursor
 from aivault.indexer.segments import K1, B, SegmentLock
 from aivault.protocol import Role
-from aivault.query.cursor import MalformedCursor, Position, mint, open_cursor, query_key
+from aivault.query.cursor import Position, mint, open_cursor, query_key
 from aivault.query.hybrid import (
     CUT_REPORTED,
     HYBRID_CANDIDATES,

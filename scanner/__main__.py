@@ -17,9 +17,10 @@ from collections import deque
 
 from aivault import log
 from aivault.codec import IngestMessage
-from aivault.protocol import K_PASS_DONE
+from aivault.errors import IndexerGone, InvalidRoot, Resync, StopRequested
+from aivault.protocol import K_PASS_DONE, PassDone
 from aivault.scanner.discover import Root, default_roots, parse_root_spec
-from aivault.scanner.link import IndexerGone, Link, Resync, StopRequested
+from aivault.scanner.link import Link
 from aivault.scanner.scan import Scanner
 
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         roots: list[Root] = [] if args.no_default_roots else default_roots()
         roots += [parse_root_spec(s) for s in args.root]
-    except ValueError as exc:
+    except InvalidRoot as exc:
         print(f"scanner: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -127,19 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                 _wait_after_refusal(link, scanner, exc)
                 pending.extendleft(reversed(reqs))
                 continue
-            link.send(K_PASS_DONE, {
-                "reqs": [m.header.get("req") for m in reqs],
-                "full": full,
-                "files_seen": stats.files_seen,
-                "files_changed": stats.files_changed,
-                "messages": stats.messages,
-                "malformed": stats.malformed,
-                "oversized": stats.oversized,
-                "record_cut": stats.record_cut,
-                "too_old": stats.too_old,
-                "failed": stats.failed,
-                "problems": [{"root": p.root, "reason": p.reason} for p in stats.problems],
-            })
+            link.send(K_PASS_DONE, PassDone(
+                reqs=[m.header.get("req") for m in reqs], full=full, files_seen=stats.files_seen,
+                files_changed=stats.files_changed, messages=stats.messages, malformed=stats.malformed,
+                oversized=stats.oversized, record_cut=stats.record_cut, too_old=stats.too_old, failed=stats.failed,
+                problems=[{"root": p.root, "reason": p.reason} for p in stats.problems]))
             logger.info("pass done", full=full, files=stats.files_seen, changed=stats.files_changed,
                         messages=stats.messages, malformed=stats.malformed, failed=len(stats.failed),
                         problems=len(stats.problems))

@@ -7,12 +7,11 @@ so the indexer hands them to DuckDB without touching each row in Python.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from aivault import protocol
-from aivault.codec import packb
-from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES
+from aivault.codec import BatchPayload, encode_batch
+from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES, Batch, FilePart, SessionMeta
 from aivault.scanner.model import Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text
 
@@ -37,7 +36,7 @@ class BatchBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.files: list[dict[str, Any]] = []
+        self.files: list[FilePart] = []
         self.gone: list[str] = []  # paths a full pass no longer finds
         self.titles: list[list[str]] = []
         self.c_file: list[int] = []
@@ -81,7 +80,7 @@ class BatchBuilder:
     def add_header_bytes(self, n: int) -> None:
         self.header_bytes += n
 
-    def add_file(self, update: dict[str, Any]) -> int:
+    def add_file(self, update: FilePart) -> int:
         """Register a file part; returns its index for the messages that follow."""
         self.files.append(update)
         self.header_bytes += _PART_HEADER_BYTES + 2 * len(update["path"])
@@ -121,21 +120,13 @@ class BatchBuilder:
             self.bytes += size + 8 * length
         return not self.record_cut
 
-    def finish(self, seq: int, epoch: int) -> tuple[dict[str, Any], list[bytes]]:
+    def finish(self, seq: int, epoch: int) -> tuple[Batch, list[bytes]]:
         """The batch's header and payload frames; the builder is empty afterwards."""
         p_chunk, p_term, p_tf = self.tok.finish()
-        header: dict[str, Any] = {
-            "seq": seq,
-            "epoch": epoch,
-            "files": self.files,
-            "gone": self.gone,
-            "titles": self.titles,
-            "chunks": len(self.c_text),
-            "postings": len(p_term),
-            "messages": self.messages,
-            "dropped_lines": self.dropped_lines,
-        }
-        columns = {
+        header = Batch(seq=seq, epoch=epoch, files=self.files, gone=self.gone, titles=self.titles,
+                       chunks=len(self.c_text), postings=len(p_term), messages=self.messages,
+                       dropped_lines=self.dropped_lines)
+        columns: dict[str, list[Any]] = {
             "file": self.c_file,
             "ord": self.c_ord,
             "part": self.c_part,
@@ -145,16 +136,13 @@ class BatchBuilder:
             "dl": self.c_dl,
             "text": self.c_text,
         }
-        payload = [
-            packb(columns),
-            p_chunk.astype("<u4").tobytes(),
-            p_term.astype("<i8").tobytes(),
-            p_tf.astype("<u2").tobytes(),
-            packb(self.tok.drain_new_terms()),
-        ]
+        payload = encode_batch(BatchPayload(columns, p_chunk, p_term, p_tf, self.tok.drain_new_terms()))
         self._reset()
         return header, payload
 
 
-def session_dict(info: SessionInfo) -> dict[str, Any]:
-    return asdict(info)
+def session_dict(info: SessionInfo) -> SessionMeta:
+    return SessionMeta(agent=info.agent, session_id=info.session_id, title=info.title, cwd=info.cwd,
+                       branch=info.branch, started_at=info.started_at, updated_at=info.updated_at,
+                       message_count=info.message_count, resume_command=info.resume_command,
+                       parent_session_id=info.parent_session_id)

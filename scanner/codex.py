@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from aivault.errors import ParserStateError
 from aivault.scanner.jsonutil import (
     LineParser,
-    ParserStateError,
     compact_json,
     count_reason,
     first_line_title,

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aivault.errors import InvalidRoot
+
 AGENTS = ("claude", "codex")
 
 
@@ -52,7 +54,7 @@ def parse_root_spec(spec: str) -> Root:
     """``claude=/path`` or ``codex=/path`` (the agent decides the parser)."""
     agent, sep, path = spec.partition("=")
     if not sep or agent not in AGENTS or not path:
-        raise ValueError(f"root {spec!r} must look like AGENT=PATH with AGENT one of {', '.join(AGENTS)}")
+        raise InvalidRoot(f"root {spec!r} must look like AGENT=PATH with AGENT one of {', '.join(AGENTS)}")
     p = os.path.abspath(os.path.expanduser(path))
     index = None
     if agent == "codex":

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from aivault.errors import ParserStateError
 from aivault.scanner.model import Message, ParseStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -130,10 +131,6 @@ def count_reason(stats: ParseStats, reason: str, detail: str | None = None) -> N
         if key not in extra and len(extra) >= EXTRA_KEYS_MAX:
             key = f"{reason}:other"
     extra[key] = extra.get(key, 0) + 1
-
-
-class ParserStateError(ValueError):
-    """A saved parser state this version cannot continue from; re-parse the file from its start."""
 
 
 def state_str(state: dict[str, Any], key: str) -> str | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 import zmq
 
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
-from aivault.errors import ProtocolError
+from aivault.errors import IndexerGone, ProtocolError, Resync, StopRequested
 from aivault.protocol import (
     INDEXER_KINDS,
     INDEXER_SILENCE_TIMEOUT_S,
@@ -27,32 +28,10 @@ from aivault.protocol import (
     K_STATE,
     K_STOP,
     MAX_INFLIGHT_BATCHES,
+    Batch,
 )
 
 _log = log.get("scanner.link")
-
-
-class IndexerGone(Exception):
-    """The indexer stopped answering, or our parent process died: exit quietly."""
-
-
-class StopRequested(Exception):
-    """The indexer asked the scanner to stop."""
-
-
-class Resync(Exception):
-    """The indexer refused a batch; the scanner must reload file state and start over.
-
-    ``poison`` lists the files of a batch the indexer could not accept as sent (not a state
-    mismatch, which re-reading fixes): sending them again unchanged would be refused again, for
-    ever, so the scanner sets them aside until they change.
-    """
-
-    def __init__(self, reason: str, retry_after_s: float = 0.0, poison: list[str] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.poison = poison or []
 
 
 class Link:
@@ -76,10 +55,10 @@ class Link:
         self._seq += 1
         return self._seq
 
-    def send(self, kind: bytes, header: dict[str, Any], payload: list[bytes] | None = None) -> None:
+    def send(self, kind: bytes, header: Mapping[str, object], payload: list[bytes] | None = None) -> None:
         self.sock.send_multipart(encode_ingest(kind, header, payload), copy=False)
 
-    def send_batch(self, kind: bytes, header: dict[str, Any], payload: list[bytes]) -> None:
+    def send_batch(self, kind: bytes, header: Batch, payload: list[bytes]) -> None:
         while len(self.inflight) >= MAX_INFLIGHT_BATCHES:
             self.pump(timeout_s=1.0)
         self.inflight[header["seq"]] = [f["path"] for f in header.get("files", [])]
@@ -138,10 +117,11 @@ class Link:
             self.replies.append(msg)
         # PING frames only refresh last_heard.
 
-    def request(self, kind: bytes, header: dict[str, Any]) -> list[IngestMessage]:
-        """Send a request and collect its STATE reply pages (matched by ``req``) up to ``last``."""
-        req = self.next_seq()
-        self.send(kind, {**header, "req": req})
+    def request(self, kind: bytes, header: Mapping[str, object]) -> list[IngestMessage]:
+        """Send a request (its header carries a ``req`` from next_seq) and collect its STATE reply
+        pages, matched by ``req``, up to the one marked ``last``."""
+        req = header["req"]
+        self.send(kind, header)
         pages: list[IngestMessage] = []
         while True:
             while self.replies:

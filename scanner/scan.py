@@ -21,10 +21,21 @@ import msgpack
 
 from aivault import log
 from aivault.codec import packb
-from aivault.protocol import K_BATCH, K_GET_STATES, K_HELLO, K_PROGRESS, PROTOCOL_VERSION, shard_of
+from aivault.errors import ParserStateError
+from aivault.protocol import (
+    K_BATCH,
+    K_GET_STATES,
+    K_HELLO,
+    K_PROGRESS,
+    PROTOCOL_VERSION,
+    GetStates,
+    Hello,
+    Progress,
+    shard_of,
+)
 from aivault.scanner.batch import BatchBuilder, session_dict
 from aivault.scanner.discover import Found, Root, RootProblem, walk, walk_changed
-from aivault.scanner.jsonutil import ParserStateError, loads_line
+from aivault.scanner.jsonutil import loads_line
 from aivault.scanner.link import Link
 from aivault.scanner.model import Parser
 from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats, head_hash, iter_lines
@@ -119,14 +130,9 @@ class Scanner:
     # --- state from the indexer -------------------------------------------------------------
     def sync(self) -> None:
         """(Re)load what the indexer has committed; called at start and after a refusal."""
-        pages = self.link.request(K_HELLO, {
-            "protocol": PROTOCOL_VERSION,
-            "pid": os.getpid(),
-            "shard": self.shard,
-            "shards": self.shards,
-            "token": self.token,
-            "roots": [[r.agent, r.path] for r in self.roots],
-        })
+        pages = self.link.request(K_HELLO, Hello(
+            req=self.link.next_seq(), protocol=PROTOCOL_VERSION, pid=os.getpid(), shard=self.shard,
+            shards=self.shards, token=self.token, roots=[[r.agent, r.path] for r in self.roots]))
         self.known.clear()
         self.by_inode.clear()
         self.states.clear()
@@ -157,7 +163,7 @@ class Scanner:
     def _fetch_states(self, paths: list[str]) -> None:
         for i in range(0, len(paths), _STATE_PAGE):
             page = paths[i : i + _STATE_PAGE]
-            for reply in self.link.request(K_GET_STATES, {"paths": page}):
+            for reply in self.link.request(K_GET_STATES, GetStates(req=self.link.next_seq(), paths=page)):
                 for path, blob in reply.header.get("states", {}).items():
                     if blob is not None:
                         self.states[path] = blob
@@ -455,13 +461,7 @@ class Scanner:
         if not force and now - self._last_progress < PROGRESS_INTERVAL_S:
             return
         self._last_progress = now
-        self.link.send(K_PROGRESS, {
-            "req": req,
-            "files_seen": stats.files_seen,
-            "files_changed": stats.files_changed,
-            "files_done": stats.files_done,
-            "bytes_total": stats.bytes_total,
-            "bytes_done": stats.bytes_done,
-            "messages": stats.messages,
-        })
+        self.link.send(K_PROGRESS, Progress(
+            req=req, files_seen=stats.files_seen, files_changed=stats.files_changed, files_done=stats.files_done,
+            bytes_total=stats.bytes_total, bytes_done=stats.bytes_done, messages=stats.messages))
         self.link.pump(0)

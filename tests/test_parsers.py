@@ -10,16 +10,10 @@ from typing import Any
 import msgpack
 import pytest
 
+from aivault.errors import ParserStateError
 from aivault.scanner.claude import ClaudeParser
 from aivault.scanner.codex import CodexParser, read_session_index
-from aivault.scanner.jsonutil import (
-    EXTRA_KEYS_MAX,
-    ParserStateError,
-    compact_json,
-    first_line_title,
-    loads_line,
-    to_epoch_ms,
-)
+from aivault.scanner.jsonutil import EXTRA_KEYS_MAX, compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
 
 AnyParser = ClaudeParser | CodexParser

@@ -73,3 +73,59 @@ def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, 
 def test_the_document_states_the_protocol_version() -> None:
     """The version line matches PROTOCOL_VERSION."""
     assert f"**Protocol version: {p.PROTOCOL_VERSION}**" in DOC
+
+
+def _fields(braces: str) -> set[str]:
+    """The top-level field names of a ``{a, b: type, c: [[x, y]], d: {k: v}}`` list in the document."""
+    depth, top = 0, []
+    for ch in braces.strip()[1:-1]:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif depth == 0:
+            top.append(ch)
+    return {f.split(":")[0].strip() for f in "".join(top).split(",") if f.strip()}
+
+
+def test_ingest_message_fields_in_the_document_are_the_typed_records() -> None:
+    """Each ingest message's documented fields are exactly its typed record's (all its {…} forms together)."""
+    section = _section_after("ingest-kinds")
+    for line in re.findall(r"^- `([A-Z_]+)` \([^)]*\) (.*)$", section, re.M):
+        kind, rest = line
+        documented: set[str] = set()
+        for braces in re.findall(r"`(\{[^`]*\})`", rest):
+            documented |= _fields(braces)
+        record = p.INGEST_HEADERS[kind.encode()]
+        assert documented == set(record.__annotations__), kind
+
+
+def test_the_batch_file_part_and_rpc_headers_are_documented_field_by_field() -> None:
+    """A BATCH file part, the RPC request and reply headers and the error body list the records' fields."""
+    part = re.search(r"`BATCH` header, `files`: one entry per \*file part\* — `(\{[^`]*\})`", DOC, re.S)
+    assert part is not None and _fields(part.group(1).replace("\n", " ")) == set(p.FilePart.__annotations__)
+    request = re.search(r"\| 2 \| header \| msgpack map `(\{[^`]*\})`", DOC)
+    assert request is not None and _fields(request.group(1)) == set(p.RequestHeader.__annotations__)
+    reply = re.search(r"its header is `(\{[^`]*\})`", DOC)
+    assert reply is not None and _fields(reply.group(1)) == set(p.ReplyHeader.__annotations__)
+    error = re.search(r"an error map `(\{[^`]*\})`", DOC)
+    assert error is not None and _fields(error.group(1)) == set(p.ErrorBody.__annotations__)
+
+
+def test_a_peer_of_another_protocol_version_is_refused_clearly() -> None:
+    """An ingest or RPC header whose `v` is not ours is a protocol-version error naming both versions."""
+    import pytest
+
+    from aivault.codec import decode_ingest, decode_request, encode_request, packb
+    from aivault.errors import ProtocolVersionError
+
+    with pytest.raises(ProtocolVersionError, match="version 99"):
+        decode_ingest([p.INGEST_MAGIC, p.K_PING, packb({"v": 99})], p.INDEXER_KINDS)
+    key = b"k" * 32
+    frames = encode_request(key, RpcRequest("1", p.METHOD_PING, {}))
+    from aivault.codec import _sign
+
+    header = packb({"v": 0, "id": "1", "method": p.METHOD_PING, "host": None})
+    with pytest.raises(ProtocolVersionError) as err:
+        decode_request(key, [frames[0], _sign(key, header, frames[3]), header, frames[3]])
+    assert err.value.code == p.ERR_PROTOCOL_VERSION

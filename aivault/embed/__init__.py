@@ -29,18 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from aivault.embed.models import (
-    ALLOWED,
-    DEFAULT_MODEL,
+from aivault.embed.models import ALLOWED, DEFAULT_MODEL, ModelSpec, allowed_names, get_model
+from aivault.errors import (
     BackendMissing,
     EmbedError,
     ModelNotInstalled,
-    ModelSpec,
     RemoteEmbedError,
     RemoteNotConfigured,
     UnknownModel,
-    allowed_names,
-    get_model,
 )
 
 if TYPE_CHECKING:

@@ -36,14 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from aivault import log
-from aivault.embed.models import (
-    DEFAULT_MODEL,
-    BackendMissing,
-    ModelNotInstalled,
-    ModelSpec,
-    get_model,
-    source_files,
-)
+from aivault.embed.models import DEFAULT_MODEL, ModelSpec, get_model, source_files
+from aivault.errors import BackendMissing, ModelNotInstalled
 
 KEY_MODEL = "aivault.model"
 KEY_FORMAT = "aivault.format_version"

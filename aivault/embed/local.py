@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from aivault.embed.convert import ensure_gguf
-from aivault.embed.models import DEFAULT_MODEL, BackendMissing, EmbedError, ModelSpec, get_model
+from aivault.embed.models import DEFAULT_MODEL, ModelSpec, get_model
+from aivault.errors import BackendMissing, EmbedError
 
 # Defaults from measurements on the 2-core machine (200-character texts, ~43 tokens each; the
 # step-3 report has the table). With flash attention on, packing several texts per call pays:

@@ -14,44 +14,7 @@ import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
-from aivault import protocol as p
-from aivault.errors import AivaultError, InvalidParams
-
-
-class EmbedError(AivaultError):
-    """Base class of the embedding layer's failures."""
-
-    code = p.ERR_INTERNAL
-
-
-class UnknownModel(EmbedError, InvalidParams):
-    """A model name that is not on the allow-list; raised before anything is loaded or run.
-
-    An ``EmbedError`` (callers that fall back to lexical search catch that) and, on the wire,
-    invalid params: the request or config named something that cannot be chosen.
-    """
-
-    code = p.ERR_INVALID_PARAMS
-
-
-class ModelNotInstalled(EmbedError):
-    """The distribution that ships a model's weights is missing or has the wrong version."""
-
-
-class BackendMissing(EmbedError):
-    """llama-cpp-python (or gguf/safetensors for the conversion) is not importable."""
-
-
-class ModelFileInvalid(EmbedError):
-    """A converted model file that failed validation and could not be rebuilt."""
-
-
-class RemoteEmbedError(EmbedError):
-    """The remote embedding endpoint failed, refused, or answered something unusable."""
-
-
-class RemoteNotConfigured(RemoteEmbedError):
-    """Remote embedding was turned on but its environment variables or model are missing."""
+from aivault.errors import ModelNotInstalled, UnknownModel
 
 
 @dataclass(frozen=True, slots=True)

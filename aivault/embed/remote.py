@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aivault import log
-from aivault.embed.models import RemoteEmbedError, RemoteNotConfigured
+from aivault.errors import RemoteEmbedError, RemoteNotConfigured
 
 REQUEST_TIMEOUT_S = 30.0
 MAX_TEXTS_PER_REQUEST = 256
