@@ -47,6 +47,7 @@ import duckdb
 import numpy as np
 
 from aivault.protocol import Kind
+from aivault.query import sql
 
 RRF_K = 20
 STRICT_ROUTES = ("phrase", "all")
@@ -127,10 +128,9 @@ def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, score
         return []
     order = {int(c): i for i, c in enumerate(chunk_ids.tolist())}
     sims = [float(x) for x in scores.tolist()]
-    kind = f" AND c.kind = {Kind.TEXT:d}" if conversation else ""
-    rows = cur.execute(
-        f"""SELECT c.chunk, c.sess, s.updated_at FROM chunks c JOIN sessions s USING (sess)
-            WHERE c.chunk IN ({", ".join(map(str, order))}){kind} AND {filt_sql}""", filt_args).fetchall()
+    kind = sql.ONLY_TEXT_CHUNKS.format(kind=Kind.TEXT) if conversation else ""
+    rows = cur.execute(sql.SELECT_NEIGHBOURS.format(chunks=", ".join(map(str, order)), kind=kind, filters=filt_sql),
+                       filt_args).fetchall()
     ranked = sorted((order[int(c)], int(c), int(s), -1 if u is None else int(u)) for c, s, u in rows)
     seen: dict[int, Neighbour] = {}
     for i, chunk, sess, updated in ranked:

@@ -1,0 +1,201 @@
+"""BM25 in SQL: per-segment postings scans, the scoring statement, and the phrase check.
+
+A chunk's score is its BM25 over the query terms; a session's score is its best chunk's, so a
+session with 600 matching chunks cannot crowd out one with a single better match. The statement
+texts live in ``query/sql.py``; this module decides which scans a query needs and fills them in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import duckdb
+
+from aivault.indexer.segments import K1, B
+from aivault.query import sql
+from aivault.query.records import Plan, Row, Snapshot
+from aivault.query.request import SearchRequest
+from aivault.text import normalize
+
+# Postings read per term when a term is too common to read whole; the sorted segments keep
+# each term's highest-impact postings first, so these are its best candidates.
+TERM_CAP = 50_000
+# In any-word ranking, words in more than this share of chunks are left out (see score) -- once
+# they are also common in absolute terms: in a small index a word in 5% of chunks may well be
+# the topic ("lock" among 200 chunks), and its postings cost nothing.
+UBIQUITOUS_SHARE = 0.05
+UBIQUITOUS_MIN_DF = 1000
+# Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
+# truncated.candidates.
+PHRASE_CANDIDATES = 100
+
+
+def term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:
+    """SELECT branches reading ``hashes`` from one segment.
+
+    A sorted segment gets one equality scan per term: zone maps then skip all but that term's
+    row groups, whereas an IN list is pruned only by its min..max range, which for a few
+    random hashes spans nearly the whole segment. An unsorted segment is scanned once.
+    """
+    if not hashes:
+        return []
+    if state == "sorted":
+        return [sql.TERM_EQ.format(columns=columns, segment=name, term=h, extra=extra) for h in hashes]
+    lst = ", ".join(str(h) for h in hashes)
+    return [sql.TERM_IN.format(columns=columns, segment=name, terms=lst, extra=extra)]
+
+
+def filter_clause(req: SearchRequest) -> tuple[str, list[Any]]:
+    """A WHERE fragment over ``sessions s`` for the request's filters, with its parameters."""
+    f = req.filters
+    clauses: list[str] = []
+    args: list[Any] = []
+    if f.agents:
+        clauses.append(sql.FILTER_AGENTS.format(marks=", ".join("?" for _ in f.agents)))
+        args += list(f.agents)
+    if f.scope_paths:
+        ors = []
+        for p in f.scope_paths:
+            if p == "/":
+                ors.append(sql.FILTER_ANY_PATH)
+            else:
+                ors.append(sql.FILTER_PATH)
+                args += [p, p + "/"]
+        clauses.append(sql.FILTER_PATHS.format(alternatives=" OR ".join(ors)))
+    if f.since_ms is not None:
+        clauses.append(sql.FILTER_SINCE)
+        args.append(f.since_ms)
+    if f.branches:
+        clauses.append(sql.FILTER_BRANCHES.format(marks=", ".join("?" for _ in f.branches)))
+        args += list(f.branches)
+    return (" AND ".join(clauses) if clauses else sql.NO_FILTER), args
+
+
+def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+          hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
+          count: int, *, require_all: bool, phrase: str | None = None,
+          memo: dict[str, Any] | None = None) -> list[Row]:
+    """One page of sessions ranked by BM25 over ``hashes`` (all of them in one chunk when
+    ``require_all``; the words in order, whole, when ``phrase`` is a pattern)."""
+    key = (frozenset(hashes.values()), req.scope, offset, count)
+    if memo is not None and phrase is None and require_all and memo.get("key") == key:
+        # The phrase route's statement already ranked this page for the all-terms route.
+        rows: list[Row] = memo["all_rows"]
+        plan.updated.update(memo["all_updated"])
+        return rows
+    n = max(snap.n_chunks, 1)
+    if not require_all and len(hashes) > 1:
+        # Any-word ranking: a word in a large share of all chunks (low idf) moves little score
+        # but costs the most postings; leave it out when the query has more telling words.
+        limit = max(UBIQUITOUS_SHARE * n, UBIQUITOUS_MIN_DF)
+        telling = {t: h for t, h in hashes.items() if df.get(h, 0) <= limit}
+        if telling:
+            hashes = telling
+            plan.terms = list(telling)  # snippets mark the words that ranked, not the dropped ones
+    statement, all_args, capped = _statement(req, snap, list(hashes.values()), df, filt_sql, filt_args, offset,
+                                             count, require_all=require_all, phrase=phrase is not None)
+    if capped:
+        plan.capped = True
+    page: list[Row] = []
+    page_updated: dict[int, int] = {}
+    top: list[tuple[int, int, float]] = []
+    for part, sess, value, chunk, updated in cur.execute(statement, all_args).fetchall():
+        if part == 0:
+            page.append((int(sess), float(value), int(chunk)))
+            page_updated[int(sess)] = int(updated) if updated is not None else -1
+        else:
+            top.append((int(chunk), int(sess), float(value)))
+    if phrase is None:
+        plan.updated.update(page_updated)
+        return page
+    if memo is not None:
+        memo.update(key=key, all_rows=page, all_updated=page_updated)
+    top.sort(key=lambda c: (-c[2], c[0]))
+    if len(top) > PHRASE_CANDIDATES:
+        plan.capped = True
+        top = top[:PHRASE_CANDIDATES]
+    if not top:
+        return []
+    rx = re.compile(phrase, re.IGNORECASE)
+    matched = {int(c) for c, text in cur.execute(
+        sql.SELECT_CHUNK_TEXTS.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
+        if rx.search(normalize(text))}
+    return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count)
+
+
+def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[int, int], filt_sql: str,
+               filt_args: list[Any], offset: int, count: int, *, require_all: bool,
+               phrase: bool) -> tuple[str, list[Any], bool]:
+    """The scoring statement, its parameters, and whether a term's postings were capped.
+
+    With ``phrase``, one statement yields both the all-terms page (part 0) and the best
+    PHRASE_CANDIDATES chunks holding all terms (part 1): if the phrase is found in none of them,
+    the all-terms route needs no second pass over the postings.
+    """
+    n = max(snap.n_chunks, 1)
+    conv = sql.ONLY_CONVERSATION if req.scope == "conversation" else ""
+    sess_f = sql.ONLY_SESSIONS.format(filters=filt_sql) if filt_args or filt_sql != sql.NO_FILTER else ""
+    by_rarity = sorted(hashes, key=lambda h: df.get(h, 0))
+    driver = by_rarity[0]
+    restrict = ""
+    capped_terms = [h for h in by_rarity if df.get(h, 0) > TERM_CAP]
+    if require_all and len(hashes) > 1 and df.get(driver, 0) <= TERM_CAP:
+        # The rarest term bounds the candidates exactly; other terms only need checking there.
+        restrict = sql.ONLY_DRIVER_CHUNKS
+        capped_terms = []
+    parts: list[str] = []
+    args: list[Any] = []
+    for name, state in snap.segments:
+        free = [h for h in hashes if h not in capped_terms]
+        for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f + restrict):
+            parts.append(branch)
+            args += filt_args if sess_f else []
+        for h in capped_terms:
+            order = "" if state == "sorted" else sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
+            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
+                                                cap=TERM_CAP))
+            args += filt_args if sess_f else []
+    idf_rows = ", ".join(
+        sql.IDF_ROW.format(term=h, idf=repr(math.log(1 + (n - df.get(h, 0) + 0.5) / (df.get(h, 0) + 0.5))))
+        for h in hashes)
+    drv = ""
+    drv_args: list[Any] = []
+    if restrict:
+        drv_parts = [b for name, state in snap.segments for b in term_scan(name, state, [driver], "chunk",
+                                                                           conv + sess_f)]
+        drv = sql.DRIVER_CTE.format(scans=" UNION ALL ".join(drv_parts))
+        drv_args = [a for _ in snap.segments for a in (filt_args if sess_f else [])]
+    having = sql.HAVING_ALL_TERMS.format(n=len(hashes)) if require_all and len(hashes) > 1 else ""
+    order = sql.ORDER_BY_RELEVANCE if req.filters.sort == "relevance" else sql.ORDER_BY_NEWEST
+    bm25 = sql.BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=snap.avgdl)
+    page_sql = sql.SCORE_PAGE.format(filters=filt_sql, order=order)
+    if phrase:
+        page_sql = sql.BEFORE_UNION.format(statement=page_sql)
+    statement = sql.SCORE.format(
+        driver=drv, postings=" UNION ALL ".join(parts), idf_rows=idf_rows,
+        materialized="MATERIALIZED " if phrase else "", bm25=bm25, having=having, page=page_sql,
+        phrase=sql.PHRASE_TOP.format(limit=PHRASE_CANDIDATES + 1) if phrase else "")
+    return statement, [*drv_args, *args, *filt_args, count, offset], bool(capped_terms)
+
+
+def rank_chunks(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan, cands: list[tuple[int, int, float]],
+                offset: int, count: int) -> list[Row]:
+    """Sessions ranked by their best chunk among ``cands`` (chunk, sess, score; best first)."""
+    best: dict[int, tuple[float, int]] = {}
+    for chunk, sess, value in cands:
+        old = best.get(sess)
+        if old is None or (value, -chunk) > (old[0], -old[1]):
+            best[sess] = (value, chunk)
+    if not best:
+        return []
+    updated = {int(s): (u if u is not None else -1) for s, u in cur.execute(
+        sql.SELECT_UPDATED.format(sessions=", ".join(map(str, best)))).fetchall()}
+    live = [s for s in best if s in updated]  # a session deleted since its postings were written
+    if req.filters.sort == "relevance":
+        live.sort(key=lambda s: (-best[s][0], -updated[s], s))
+    else:
+        live.sort(key=lambda s: (-updated[s], -best[s][0], s))
+    plan.updated.update(updated)
+    return [(s, best[s][0], best[s][1]) for s in live[offset : offset + count]]

@@ -1,0 +1,77 @@
+"""Hit assembly: a ranked page becomes the contract's hits (metadata, evidence, snippet), and the
+debug trace of where each hit ranked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from aivault.protocol import Role
+from aivault.query import sql
+from aivault.query.hybrid import CUT_REPORTED, Fused, trace_entry
+from aivault.query.records import Plan, Row
+from aivault.query.request import SearchRequest
+from aivault.query.snippets import make_snippet
+
+
+def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
+             rows: list[Row]) -> tuple[list[dict[str, Any]], int]:
+    """The hits of ``rows`` in their order, and how many snippets were cut.
+
+    A session deleted since it was ranked has no metadata row and is left out, rather than
+    answered with holes.
+    """
+    if not rows:
+        return [], 0
+    sess_ids = [r[0] for r in rows]
+    meta = {int(r[0]): r for r in cur.execute(
+        sql.SELECT_HIT_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sess_ids))).fetchall()}
+    chunk_ids = [r[2] for r in rows if r[2] is not None]
+    chunks = {int(r[0]): r for r in cur.execute(
+        sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in chunk_ids))
+    ).fetchall()} if chunk_ids else {}
+    terms = set(plan.terms)
+    hits: list[dict[str, Any]] = []
+    cut = 0
+    for sess, score, chunk in rows:
+        m = meta.get(sess)
+        if m is None:
+            continue
+        evidence: dict[str, Any] | None = None
+        c = chunks.get(chunk) if chunk is not None else None
+        if c is not None:
+            snip = make_snippet(c[3], terms)
+            cut += 1 if snip.cut else 0
+            evidence = {"snippet": snip.text, "role": Role(int(c[1])).wire, "timestamp": c[2]}
+        hits.append({
+            "agent": m[1],
+            "sessionId": m[2],
+            "title": m[3],
+            "cwd": m[4],
+            "branch": m[5],
+            "updatedAt": m[6],
+            "messageCount": int(m[7]),
+            "score": score,
+            "source": "present" if m[9] else "unverifiable",
+            "evidence": evidence,
+            "resumeCommand": m[8],
+        })
+    return hits, cut
+
+
+def trace(cur: duckdb.DuckDBPyConnection, rows: list[Row], fused: list[Fused], offset: int) -> dict[str, Any]:
+    """Per-hit ranks in each route and the fused score; and why the next candidates were cut."""
+    by_sess = {f.sess: f for f in fused}
+    page = [r[0] for r in rows]
+    after = fused[offset + len(rows) : offset + len(rows) + CUT_REPORTED] if fused else []
+    ids = dict(cur.execute(sql.SELECT_SESSION_IDS.format(
+        sessions=", ".join(map(str, page + [f.sess for f in after])) or "NULL")).fetchall())
+    if not fused:  # a lexical route: the rank is the position in the lexical order
+        entries: list[dict[str, Any]] = [
+            {"sessionId": ids.get(s), "matchedBy": "lexical", "lexicalRank": offset + i + 1, "vectorRank": None,
+             "score": score} for i, (s, score, _) in enumerate(rows)]
+        return {"trace": entries}
+    entries = [trace_entry(str(ids.get(s)), by_sess[s]) for s in page]
+    cut = [{**trace_entry(str(ids.get(f.sess)), f), "reason": "ranked below this page"} for f in after]
+    return {"trace": entries, "cut": cut}

@@ -1,0 +1,114 @@
+"""The lexical planner: the route cascade phrase -> all -> typo -> any, term statistics, typo repair.
+
+Each route is tried in turn and the first with any match at all answers, whatever page was asked
+for, so that every page of one query comes from the same route:
+
+* ``phrase`` -- the query's words in order, whole (only for a query of several words);
+* ``all`` -- every term in one chunk;
+* ``typo`` -- as ``all``, with words the index has never seen replaced by their closest indexed
+  word (short queries only);
+* ``any`` -- any of the telling words (not function words, not ubiquitous ones).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+
+from aivault.query import bm25, sql
+from aivault.query.records import Plan, Row, Snapshot
+from aivault.query.request import SearchRequest
+from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
+
+# Typo repair is tried for queries of at most this many terms.
+TYPO_MAX_TERMS = 3
+
+
+def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, offset: int,
+         count: int) -> tuple[Plan, list[Row]]:
+    """``count`` sessions from ``offset`` on, by the first route that matches anything."""
+    terms = query_terms(req.text)
+    filt_sql, filt_args = bm25.filter_clause(req)
+    if not terms:
+        if not req.operators:
+            return Plan("empty", []), []
+        plan = Plan("operators", [])
+        plan.tried.append("operators")
+        statement = sql.SELECT_FILTERED_SESSIONS.format(filters=filt_sql)
+        return plan, [(int(a), float(b), None) for a, b, _ in
+                      cur.execute(statement, [*filt_args, count, offset]).fetchall()]
+    hashes = {t: term_hash(t) for t in terms}
+    df = document_frequencies(cur, snap, list(hashes.values()))
+    tried: list[str] = []
+    phrase = phrase_pattern(req.text) if len(terms) > 1 else None
+    routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
+    repaired: dict[str, str] = {}
+    memo: dict[str, Any] = {}  # the phrase route's all-terms candidates, reused by "all"
+    for route in routes:
+        if route == "any" and len(terms) == 1 and not repaired:
+            break  # the same as "all" for a single known term
+        if route == "typo":
+            # In a long description an unknown word is more likely absent than misspelled, and
+            # scanning the vocabulary costs: repair only short queries.
+            missing = [t for t in terms if df.get(hashes[t], 0) == 0] if len(terms) <= TYPO_MAX_TERMS else []
+            repaired = repair(cur, snap, missing) if missing else {}
+            if not repaired:
+                continue
+            for new in repaired.values():
+                hashes[new] = term_hash(new)
+            df.update(document_frequencies(cur, snap, [hashes[n] for n in repaired.values()]))
+        tried.append(route)
+        use = [repaired.get(t, t) for t in terms] if route in ("typo", "any") else terms
+        if route == "any":
+            # Any-word matching on "the" or "my" alone is noise: keep the words that say something.
+            use = [t for t in use if t not in FUNCTION_WORDS] or use
+        present = {t: hashes[t] for t in dict.fromkeys(use) if df.get(hashes[t], 0) > 0}
+        require_all = route in ("phrase", "all", "typo")
+        if not present or (require_all and len(present) < len(dict.fromkeys(use))):
+            continue
+        plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
+        args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
+        pat = phrase if route == "phrase" else None
+        rows = bm25.score(*args, offset, count, require_all=require_all, phrase=pat, memo=memo)
+        # A route answers when it has any match at all, whatever page was asked for.
+        if rows or (offset > 0 and bm25.score(*args, 0, 1, require_all=require_all, phrase=pat, memo=memo)):
+            return plan, rows
+    return Plan(tried[-1] if tried else "all", terms, tried=tried, repaired=repaired), []
+
+
+def repair(cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -> dict[str, str]:
+    """Closest indexed words to query words the index has never seen (typo repair)."""
+    out: dict[str, str] = {}
+    for word in missing:
+        if len(word) < 4 or len(word) > VOCAB_MAX_CHARS or not word.isalpha():
+            continue
+        dist = 1 if len(word) <= 5 else 2
+        rows = cur.execute(sql.SELECT_VOCAB_NEIGHBOURS,
+                           [word, len(word) - dist, len(word) + dist, word[0], word[1], dist]).fetchall()
+        if not rows:
+            continue
+        best_d = rows[0][1]
+        cands = [str(t) for t, d in rows if d == best_d]
+        dfs = document_frequencies(cur, snap, [term_hash(c) for c in cands])
+        ranked = sorted(cands, key=lambda c: (-dfs.get(term_hash(c), 0), c))
+        if dfs.get(term_hash(ranked[0]), 0) > 0:
+            out[word] = ranked[0]
+    return out
+
+
+def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
+    """Chunks holding each term hash, over every segment of the snapshot (absent terms are missing)."""
+    branches = [bm25.term_scan(name, state, hashes, "term") for name, state in snap.segments]
+    union = " UNION ALL ".join(b for group in branches for b in group)
+    rows = cur.execute(sql.SELECT_DF.format(scans=union)).fetchall()
+    return {int(t): int(n) for t, n in rows}
+
+
+def phrase_pattern(text: str) -> str | None:
+    """A pattern matching the query's words in order, whole, separated only by non-word characters."""
+    words = [m.group(0) for m in iter_tokens(normalize(text))]
+    if len(words) < 2:
+        return None
+    return r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"

@@ -1,0 +1,33 @@
+"""The records a search hands between its stages: the snapshot it reads, the plan it builds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# A ranked session: (internal session id, score, its evidence chunk or None).
+Row = tuple[int, float, int | None]
+
+
+@dataclass(slots=True)
+class Plan:
+    """The route the planner chose and the terms it ranked by; ranking fills in the rest."""
+
+    route: str
+    terms: list[str]
+    capped: bool = False
+    repaired: dict[str, str] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+    # updatedAt (-1 when unknown) of the ranked sessions, read with them (fusion breaks ties by it)
+    updated: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one page is read against: the generation fence and BM25's collection statistics."""
+
+    identity: str
+    generation: int
+    n_chunks: int
+    avgdl: float
+    segments: list[tuple[str, str]]  # (name, state)
+    tokenizer: int  # the TOKENIZER_VERSION the indexed terms were cut with

@@ -1,0 +1,132 @@
+"""All SQL of the read side, as named constants (the write side's is ``indexer/schema.py``).
+
+Statements assembled from parts -- one scan per segment and term, an IN list of a page's ids, a
+filter clause -- are templates with ``{name}`` placeholders, filled with ``str.format``. Ids and
+term hashes are written into the text rather than bound: they are integers the engine computed, and
+a Python list bound as a parameter costs DuckDB an import probe per element. Only user-given values
+(filters, page bounds) travel as ``?`` parameters.
+
+The text of every statement, whitespace included, is what the engine sent when these were inline
+f-strings: the assembled statements are byte-identical to the ones the benchmarks measured.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- the snapshot (query/engine.py) ------------------------------------------------------------
+# One read transaction per page: every statement of the page sees the same committed state.
+BEGIN_READ: Final = "BEGIN TRANSACTION"
+# A search writes nothing; rolling back is the cheapest way to end its snapshot.
+END_READ: Final = "ROLLBACK"
+# The fence (identity, generation), BM25's collection statistics, and the tokenizer the terms were
+# cut with, in one row read inside the page's snapshot.
+SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer FROM meta"
+# The segments the page's postings scans visit, in the registry's order.
+SELECT_SEGMENTS: Final = "SELECT name, state FROM segments"
+
+# --- filters (query/bm25.py: filter_clause) -----------------------------------------------------
+# Fragments over ``sessions s``, AND-ed; "TRUE" when the request has no filter, so every statement
+# can splice the clause in unconditionally.
+NO_FILTER: Final = "TRUE"
+FILTER_AGENTS: Final = "s.agent IN ({marks})"
+# "path:/" asks for sessions whose folder is known at all.
+FILTER_ANY_PATH: Final = "s.cwd IS NOT NULL"
+# The folder itself or below it: a prefix test on "dir/" so that /a/b does not match /a/bc.
+FILTER_PATH: Final = "(s.cwd = ? OR starts_with(s.cwd, ?))"
+FILTER_PATHS: Final = "({alternatives})"
+FILTER_SINCE: Final = "s.updated_at >= ?"
+FILTER_BRANCHES: Final = "s.branch IN ({marks})"
+
+# --- the planner (query/planner.py) -------------------------------------------------------------
+# Operators without words: the filtered sessions, newest first, paged.
+SELECT_FILTERED_SESSIONS: Final = ("SELECT s.sess, 0.0, NULL FROM sessions s WHERE {filters} "
+                                   "ORDER BY s.updated_at DESC NULLS LAST, s.sess LIMIT ? OFFSET ?")
+# Document frequencies of the query's term hashes: one row per posting read by ``{scans}``
+# (a UNION ALL of per-segment TERM_EQ / TERM_IN branches), counted per term.
+SELECT_DF: Final = "SELECT term, count(*) FROM ({scans}) GROUP BY term"
+# Typo repair: the vocabulary's words within edit distance ``d`` of a word the index has never seen.
+# Length and first-or-second-letter bounds let DuckDB skip most of the vocabulary before the
+# edit distance is computed; closest first, then alphabetical, so the choice is stable.
+SELECT_VOCAB_NEIGHBOURS: Final = """SELECT term, min(damerau_levenshtein(term, ?)) AS d FROM vocab_log
+                   WHERE length(term) BETWEEN ? AND ? AND (term[1] = ? OR term[2] = ?)
+                   GROUP BY term HAVING d <= ? ORDER BY d, term LIMIT 20"""
+
+# --- postings scans and BM25 (query/bm25.py) ----------------------------------------------------
+# A sorted segment is read with one equality scan per term: zone maps then skip every row group
+# but that term's, where an IN list is pruned only by its min..max range.
+TERM_EQ: Final = "SELECT {columns} FROM {segment} WHERE term = {term}{extra}"
+# An unsorted (active or frozen) segment has no zone maps worth using: one scan for all terms.
+TERM_IN: Final = "SELECT {columns} FROM {segment} WHERE term IN ({terms}){extra}"
+# A term too common to read whole: its TERM_CAP highest-impact postings. A sorted segment holds
+# them first already (no ORDER BY); an unsorted one is ordered by IMPACT_ORDER.
+CAPPED_TERM: Final = ("(SELECT term, chunk, sess, tf, dl FROM {segment} WHERE term = {term}{extra}"
+                      "{order} LIMIT {cap})")
+# A posting's BM25 impact, the order the merge sorts segments by (indexer/schema.py MERGE_SEGMENTS).
+IMPACT_ORDER: Final = " ORDER BY tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"
+# Scope "conversation": postings of message text only (the segment's ``conv`` flag).
+ONLY_CONVERSATION: Final = " AND conv"
+# Filters applied inside every scan, so postings of filtered-out sessions are never summed.
+ONLY_SESSIONS: Final = " AND sess IN (SELECT s.sess FROM sessions s WHERE {filters})"
+# All-terms ranking: other terms are read only in the chunks holding the rarest (the ``drv`` CTE).
+ONLY_DRIVER_CHUNKS: Final = " AND chunk IN (SELECT chunk FROM drv)"
+# The chunks holding the rarest term: a UNION ALL of its per-segment scans.
+DRIVER_CTE: Final = "drv AS ({scans}), "
+# One term's idf, as a VALUES row: computed in Python, so the statement joins a constant table.
+IDF_ROW: Final = "({term}::BIGINT, {idf}::DOUBLE)"
+# All-terms ranking: a chunk counts only when every term has a posting in it.
+HAVING_ALL_TERMS: Final = " HAVING count(*) = {n}"
+# Ties break by updatedAt (newer first), then the internal id: pages are stable.
+ORDER_BY_RELEVANCE: Final = "b.score DESC, s.updated_at DESC NULLS LAST, b.sess"
+ORDER_BY_NEWEST: Final = "s.updated_at DESC NULLS LAST, b.score DESC, b.sess"
+# A chunk's BM25 score (k1, b and avgdl written in); rounded so that equal sums compare equal.
+BM25_SUM: Final = ("round(sum(i.idf * p.tf * {k1_plus_1}::DOUBLE / (p.tf + {k1}::DOUBLE"
+                   " * (1 - {b}::DOUBLE + {b}::DOUBLE * p.dl / {avgdl!r}::DOUBLE))), 6)")
+# Part 0 of the scoring statement: the page of sessions, each with its best chunk.
+SCORE_PAGE: Final = ("SELECT 0, b.sess, b.score, b.chunk, s.updated_at FROM b JOIN sessions s USING (sess) "
+                     "WHERE {filters} "
+                     "ORDER BY {order} LIMIT ? OFFSET ?")
+# DuckDB answers a lone parenthesized SELECT with parameters with no rows: SCORE_PAGE is
+# parenthesized only when PHRASE_TOP follows it.
+BEFORE_UNION: Final = "({statement})"
+# Part 1, with a phrase: the best PHRASE_CANDIDATES + 1 chunks holding all terms, whose text is then
+# checked for the phrase; the one past the bound says the candidates were truncated.
+PHRASE_TOP: Final = """
+            UNION ALL (SELECT 1, sess, score, chunk, NULL FROM w ORDER BY score DESC, chunk
+                       LIMIT {limit})"""
+# The scoring statement: postings ``p`` (``{postings}``: per-segment scans), idf table ``i``,
+# chunk scores ``w`` (MATERIALIZED when both parts read it), each session's best chunk ``b``.
+SCORE: Final = """
+            WITH {driver}p AS ({postings}),
+            i(term, idf) AS (VALUES {idf_rows}),
+            w AS {materialized}(
+                SELECT p.chunk, any_value(p.sess) AS sess, {bm25} AS score
+                FROM p JOIN i USING (term) GROUP BY p.chunk{having}),
+            b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
+                  FROM w GROUP BY sess)
+            {page}{phrase}"""
+# The texts of the phrase candidates (point lookups through chunks_by_id).
+SELECT_CHUNK_TEXTS: Final = "SELECT chunk, text FROM chunks WHERE chunk IN ({chunks})"
+# updatedAt of the sessions the phrase was found in; a session missing here was deleted since.
+SELECT_UPDATED: Final = "SELECT sess, updated_at FROM sessions WHERE sess IN ({sessions})"
+
+# --- hits (query/hits.py) -----------------------------------------------------------------------
+# A page's session metadata; a title from the agent's own index (``titles``) wins over the
+# transcript's.
+SELECT_HIT_SESSIONS: Final = (
+    """SELECT s.sess, s.agent, s.session_id, coalesce(t.title, s.title), s.cwd, s.branch, s.updated_at,
+                      s.message_count, s.resume_command, s.present
+               FROM sessions s LEFT JOIN titles t ON t.agent = s.agent AND t.session_id = s.session_id
+               WHERE s.sess IN ({sessions})""")
+# The evidence chunks of a page (point lookups through chunks_by_id).
+SELECT_EVIDENCE: Final = "SELECT chunk, role, ts, text FROM chunks WHERE chunk IN ({chunks})"
+# The public ids of the sessions a debug trace names ("NULL" when there are none).
+SELECT_SESSION_IDS: Final = "SELECT sess, session_id FROM sessions WHERE sess IN ({sessions})"
+
+# --- vectors (query/hybrid.py) ------------------------------------------------------------------
+# The sessions of the nearest chunks, live and passing the filters; nearest-first order is
+# restored in Python from the vector ranks.
+SELECT_NEIGHBOURS: Final = """SELECT c.chunk, c.sess, s.updated_at FROM chunks c JOIN sessions s USING (sess)
+            WHERE c.chunk IN ({chunks}){kind} AND {filters}"""
+# Scope "conversation": message text only (Kind.TEXT).
+ONLY_TEXT_CHUNKS: Final = " AND c.kind = {kind:d}"
