@@ -1,6 +1,6 @@
 """The typed errors every layer raises; the RPC boundary turns them into error replies.
 
-Each error carries a ``code`` (docs/protocol.md, "Errors") and a message that says what went
+Each error carries a ``code`` (docs/protocol.md §1.6) and a message that says what went
 wrong and what to do about it.
 """
 

@@ -1,6 +1,6 @@
 """The data directory: where the database, sidecars, keys, policy and sockets live.
 
-Layout (format version 1, docs/protocol.md "Data directory"):
+Layout (format version 1, docs/protocol.md §3):
 
     $AIVAULT_HOME/              0700
       index.duckdb              the index (only the indexer opens it read-write)

@@ -1,4 +1,4 @@
-"""The persisted consent and retention policy (SPEC §8, "Agent Session History").
+"""The persisted consent and retention policy (docs/contract.md §8, "Agent Session History").
 
 ``{enabled, historyDays}`` lives in ``policy.json`` in the data directory, written atomically.
 The default is *disabled*: nothing is indexed until the user says so. ``historyDays`` null

@@ -36,7 +36,7 @@ class Kind(IntEnum):
         return self.name.lower()
 
 
-# The conversation scope (SPEC §2): user and assistant text, nothing else.
+# The conversation scope (docs/contract.md §2): user and assistant text, nothing else.
 CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
 
 
@@ -48,7 +48,7 @@ METHOD_STATUS: Final = "aiVault.searchStatus"
 METHOD_PING: Final = "aiVault.ping"
 METHOD_RECONCILE: Final = "aiVault.reconcile"
 METHOD_STATS: Final = "aiVault.indexStats"
-# Local control (SPEC §8): refused for any host but this machine's own index.
+# Local control (docs/contract.md §8): refused for any host but this machine's own index.
 METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
 
 RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_CLEAR)
@@ -75,10 +75,10 @@ class ErrorBody(TypedDict):
     message: str
 
 
-# Result kinds of aiVault.searchSessions (SPEC §2).
+# Result kinds of aiVault.searchSessions (docs/contract.md §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
 UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
-# aiVault.searchStatus when no service is registered (SPEC §4): "no service", not "an empty,
+# aiVault.searchStatus when no service is registered (docs/contract.md §4): "no service", not "an empty,
 # current index". Callers copy it before changing anything.
 STATUS_SENTINEL: Final[dict[str, Any]] = {
     "enabled": False,
@@ -314,7 +314,7 @@ HEARTBEAT_INTERVAL_S: Final = 2.0
 RPC_TIMEOUT_S: Final = 30.0
 # The readiness probe a CLI runs before choosing daemon mode over direct mode.
 PING_TIMEOUT_S: Final = 0.5
-# SPEC §5: wait-until-current waits at most this long for the reconcile.
+# docs/contract.md §5: wait-until-current waits at most this long for the reconcile.
 FRESHNESS_DEADLINE_S: Final = 5.0
 
 # --- broker limits (docs/protocol.md §1.1, §1.7) ------------------------------------------------

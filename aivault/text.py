@@ -33,7 +33,7 @@ TOKENIZER_VERSION = 1
 # A chunk is the unit of retrieval and of snippets. About a screenful of prose: long enough
 # for BM25 to see context, short enough that a snippet is near its match.
 CHUNK_CHARS = 1500
-# SPEC §2: a tool-output line longer than this is neither indexed nor searchable.
+# docs/contract.md §2: a tool-output line longer than this is neither indexed nor searchable.
 TOOL_LINE_MAX_CHARS = 3072
 # A tool message contributes at most this much text to the index; beyond it, tool output is
 # bulk data (a dumped file, a log) whose tail adds cost but almost no findability.
@@ -282,7 +282,7 @@ def token_terms(token: str) -> list[str]:
 def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
     """Cut text into chunks of at most ``limit`` characters, at whitespace when possible.
 
-    A phrase spanning two chunks is not matched as a phrase (SPEC §2); each word still is.
+    A phrase spanning two chunks is not matched as a phrase (docs/contract.md §2); each word still is.
     """
     if len(text) <= limit:
         return [text] if text.strip() else []
@@ -307,7 +307,7 @@ def chunk_text(text: str, limit: int = CHUNK_CHARS) -> list[str]:
 def tool_index_text(text: str) -> tuple[str, int]:
     """The part of a tool call/result that is indexed, and how many lines were dropped.
 
-    Lines longer than ``TOOL_LINE_MAX_CHARS`` are removed (not searchable, SPEC §2) and the
+    Lines longer than ``TOOL_LINE_MAX_CHARS`` are removed (not searchable, docs/contract.md §2) and the
     text is capped at ``TOOL_TEXT_MAX_CHARS``.
     """
     if len(text) <= TOOL_LINE_MAX_CHARS:

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.embed_rate [--db bench/out/home-100k/index.duckdb] [--texts 240]
 
 Two sets of distinct texts are drawn from the chunks background embedding works on (user and
-assistant text and thinking): ~200-character ones (the size the step-3 target names) and a
+assistant text and thinking): ~200-character ones (the size docs/design.md §7 measures) and a
 sample of all of them. Each set is embedded in calls of ``EMBED_CALL`` texts, as the worker
 does, at one thread and at the worker's idle boost, twice, alternating (timings here are noisy:
 read the ratio).

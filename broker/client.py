@@ -1,7 +1,7 @@
 """Talking to a daemon: the raw RPC client and the session search client over it.
 
 ``RpcClient.call`` returns a contract value or raises the typed error the daemon sent.
-``SessionSearchClient`` adds the compatibility rule of SPEC §7: an older peer that does not
+``SessionSearchClient`` adds the compatibility rule of docs/contract.md §7: an older peer that does not
 know the method (-32601) means ``unavailable/no-service`` for search and the status sentinel
 for status; transport failures, authentication errors and invalid payloads stay errors. It
 also retries page 1 once or twice when the index moved while the page was assembled.
@@ -192,7 +192,7 @@ class SessionSearchClient:
                 return {"kind": "unavailable", "reason": "no-service"}
             if not isinstance(value, dict) or "kind" not in value:
                 raise ProtocolError(f"searchSessions answered something that is not a result: {value!r:.200}")
-            # Page 1 has no cursor to drop: asking again is what SPEC §3 tells the client to do.
+            # Page 1 has no cursor to drop: asking again is what docs/contract.md §3 tells the client to do.
             if value["kind"] == "stale-cursor" and not request.get("cursor") and attempt < retries:
                 continue
             return value
@@ -211,7 +211,7 @@ class SessionSearchClient:
 class Connection:
     """Either a running daemon (over ZeroMQ) or the index opened read-only in this process.
 
-    The auto rule (SPEC §9): a daemon that answers its readiness probe is used; with none, the
+    The auto rule (docs/contract.md §9): a daemon that answers its readiness probe is used; with none, the
     index is opened read-only here. The query layer (and so DuckDB) is imported only in that case.
     """
 

@@ -1,4 +1,4 @@
-"""What crosses which transport (SPEC §4, §6): ``redact_status`` and ``redact_for_transport``.
+"""What crosses which transport (docs/contract.md §4, §6): ``redact_status`` and ``redact_for_transport``.
 
 The transport is the *authenticated* kind of the client (never a locality flag the request
 carries). Desktop IPC and same-machine runtime RPC see full diagnostics; relay and paired

@@ -1,4 +1,4 @@
-"""Execution host ids (SPEC §6): ``local``, ``ssh:<target>``, ``runtime:<environmentId>``.
+"""Execution host ids (docs/contract.md §6): ``local``, ``ssh:<target>``, ``runtime:<environmentId>``.
 
 Omitted means local. ``all`` and malformed ids are rejected; a remote id whose connection is
 missing is an error, never a silent fall-back to the local index.

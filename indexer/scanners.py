@@ -10,16 +10,29 @@ A reconcile request is done when every shard has reported its pass.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import aivault
+from aivault import log
+from aivault.home import Home
 from aivault.protocol import shard_of
 
-__all__ = ["MAX_SCANNERS", "Progress", "Request", "Slot", "default_scanners", "shard_of"]
+__all__ = ["EXIT_USAGE", "MAX_SCANNERS", "Progress", "Request", "ScannerPool", "Slot", "default_scanners", "shard_of"]
+
+_log = log.get("indexer.scanners")
 
 MAX_SCANNERS = 4
+SCANNER_RESPAWN_MAX_S = 30.0
+# The exit code of a scanner whose command line is invalid (argparse's): never restarted.
+EXIT_USAGE = 2
 
 
 def default_scanners() -> int:
@@ -108,3 +121,83 @@ class Request:
             for k in SUMMED:
                 self.summary[k] += int(header.get(k) or 0)
         return not self.remaining
+
+
+class ScannerPool:
+    """The scanner children: their command line, start, restart with backoff, and stop.
+
+    Each is started with this process's pid (``--parent``: it exits the moment this process is
+    gone) and a token only this pool knows (``--token``: its HELLO proves it is ours), in a
+    session of its own so that a Ctrl-C meant for the daemon does not kill it mid-pass.
+    """
+
+    def __init__(self, home: Home, extra_roots: list[str], default_roots: bool, count: int) -> None:
+        self.home = home
+        self.extra_roots = extra_roots
+        self.default_roots = default_roots
+        self.slots = [Slot(i) for i in range(count)]
+        self.token = secrets.token_hex(16)
+
+    def command(self, shard: int = 0) -> list[str]:
+        cmd = [sys.executable, "-m", "aivault.scanner", "--connect", self.home.ingest_endpoint,
+               "--shard", f"{shard}/{len(self.slots)}", "--parent", str(os.getpid()), "--token", self.token]
+        for spec in self.extra_roots:
+            cmd += ["--root", spec]
+        if not self.default_roots:
+            cmd.append("--no-default-roots")
+        return cmd
+
+    def spawn(self, slot: Slot) -> None:
+        env = dict(os.environ)
+        env.setdefault("AIVAULT_LOG_LEVEL", log.current_level_name())
+        # The child imports the same aivault as this process, installed or not.
+        root = str(Path(aivault.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        slot.proc = subprocess.Popen(self.command(slot.shard), env=env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        _log.info("scanner started", shard=slot.shard, pid=slot.proc.pid)
+
+    def supervise(self, now: float, *, stopping: bool) -> Iterator[tuple[Slot, int]]:
+        """Start the scanners due, and reap the ones that exited (yielded with their exit code)."""
+        for slot in self.slots:
+            if slot.proc is None:
+                if now >= slot.respawn_at and not stopping:
+                    self.spawn(slot)
+                continue
+            code = slot.reap(block=False)
+            if code is None:
+                continue
+            slot.proc = None
+            slot.ident = None
+            slot.sent.clear()
+            slot.progress.running = False
+            if code == EXIT_USAGE:
+                # Its command line is wrong (a bad root): a restart would fail the same way, for ever.
+                _log.error("scanner refused its command line; not restarting it", shard=slot.shard, code=code)
+                slot.respawn_at = float("inf")
+            else:
+                _log.warning("scanner exited; restarting", shard=slot.shard, code=code, delay_s=slot.respawn_delay)
+                slot.respawn_at = now + slot.respawn_delay
+                slot.respawn_delay = min(slot.respawn_delay * 2, SCANNER_RESPAWN_MAX_S)
+            yield slot, code
+
+    def reap_all(self, grace_s: float) -> None:
+        """Wait up to ``grace_s`` for the scanners (told to STOP) to exit; kill the rest."""
+        deadline = time.monotonic() + grace_s
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
+            while slot.reap(block=False) is None:
+                if time.monotonic() > deadline:
+                    slot.proc.kill()
+                    slot.reap(block=True)
+                    break
+                time.sleep(0.02)
+            slot.proc = None
+            slot.ident = None
+
+    def pids(self) -> list[int]:
+        return [slot.proc.pid for slot in self.slots if slot.proc is not None and slot.proc.returncode is None]
+
+    def peak_rss_kb(self) -> int:
+        return max(slot.peak_rss_kb for slot in self.slots)

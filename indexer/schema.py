@@ -1,7 +1,7 @@
 """All SQL of the index, as named constants, and the numbered schema migrations.
 
 Full-text search is built from plain tables (the DuckDB fts extension cannot take rows
-incrementally, MEASURED.md): postings ``(term, chunk, sess, tf, dl, conv)`` live in
+incrementally, docs/design.md §2): postings ``(term, chunk, sess, tf, dl, conv)`` live in
 *segments*. New postings are appended to one small unsorted *active* segment, so making a
 batch searchable costs in proportion to the batch. Full segments are frozen and merged in
 the background into segments sorted by ``(term, impact DESC)``: DuckDB's zone maps then skip
@@ -174,7 +174,7 @@ EXPIRE_FILES: Final = "UPDATE files SET expired = true WHERE file_id IN (SELECT 
 FORGET_EXPIRED_FILES: Final = "DELETE FROM files WHERE expired"
 
 # Semantic vectors (indexer/semantic.py). Eligible: user and assistant text and thinking;
-# tool calls and results are not embedded (see docs/protocol.md "Vectors").
+# tool calls and results are not embedded (see docs/protocol.md §4).
 VECTOR_ELIGIBLE: Final = (f"role IN ({Role.USER:d}, {Role.ASSISTANT:d}) "
                           f"AND kind IN ({Kind.TEXT:d}, {Kind.THINKING:d})")
 SELECT_VECTOR_STATE: Final = "SELECT fingerprint, watermark, epoch FROM vector_state"

@@ -13,9 +13,6 @@ import contextlib
 import json
 import os
 import queue
-import secrets
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,14 +24,25 @@ from typing import Any
 import duckdb
 import zmq
 
-import aivault
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.home import Home
-from aivault.indexer.scanners import Progress, Request, Slot, default_scanners, shard_of
-from aivault.indexer.segments import MergePlan, SegmentLock
+from aivault.indexer.mailbox import (
+    CompactAsked,
+    EndBulk,
+    Mail,
+    MergeDone,
+    MergeFailed,
+    ReconcileAsked,
+    VectorsAlign,
+    VectorsPublish,
+    VectorsSwap,
+)
+from aivault.indexer.merges import Merges
+from aivault.indexer.scanners import EXIT_USAGE, Progress, Request, ScannerPool, Slot, default_scanners, shard_of
+from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import Meta, WriteFailure, classify_write_error, now_ms
 from aivault.indexer.vector_service import VectorService
 from aivault.indexer.writer import Writer
@@ -67,9 +75,6 @@ RECENT_PASS_INTERVAL_S = 5.0
 FULL_PASS_INTERVAL_S = 600.0
 IDLE_FREEZE_AFTER_S = 10.0
 IDLE_FREEZE_MIN_ROWS = 50_000
-SCANNER_RESPAWN_MAX_S = 30.0
-# The exit code of a scanner whose command line is invalid (argparse's): never restarted.
-EXIT_USAGE = 2
 SCANNER_STOP_GRACE_S = 5.0
 WRITE_RETRY_MAX_S = 60.0
 _SNAPSHOT_PAGE = 5000
@@ -100,22 +105,22 @@ class IndexerService:
         self.lock = SegmentLock()
         self.con = con
         self.writer = Writer(con.cursor(), meta, self.lock)
+        self.merges = Merges(con, self.writer, self._post)
         self.extra_roots = extra_roots
         self.default_roots = default_roots
         self.schedule = schedule
         self.history_days = history_days
-        self.slots = [Slot(i) for i in range(scanners or default_scanners())]
-        # Given to the scanners this indexer starts; a HELLO without it is some other process's.
-        self.token = secrets.token_hex(16)
+        self.pool = ScannerPool(home, extra_roots, default_roots, scanners or default_scanners())
+        self.slots = self.pool.slots
+        self.token = self.pool.token
         self.obs = Observations()
         self.started = False
         self.closed = False
-        self._requests: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._requests: queue.Queue[Mail] = queue.Queue()
         self._pending: dict[int, Request] = {}
         self._req_seq = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._merge_thread: threading.Thread | None = None
         self._last_batch_at = time.monotonic()
         self._last_recent = 0.0
         self._last_full = 0.0
@@ -123,11 +128,12 @@ class IndexerService:
         self.write_failure: WriteFailure | None = None
         self.batches_ok = 0
         self.last_batch_ms = 0.0
-        self._compacting: str | None = None
-        self._compact_waiters: list[Future[None]] = []
         self._idle_compacted = False
-        self.vec = VectorService(home, con, self.writer, lambda kind, arg: self._requests.put((kind, arg)),
+        self.vec = VectorService(home, con, self.writer, self._post,
                                  make_embedder, busy=self._busy) if make_embedder is not None else None
+
+    def _post(self, mail: Mail) -> None:
+        self._requests.put(mail)
 
     def _busy(self) -> bool:
         """A scan pass or a merge is running (read from the embedding thread; a stale answer only
@@ -151,7 +157,7 @@ class IndexerService:
     def reconcile(self, full: bool) -> Future[dict[str, Any]]:
         """Ask for a scan pass that starts after this call; the future resolves when it is committed."""
         fut: Future[dict[str, Any]] = Future()
-        self._requests.put(("reconcile", (full, fut)))
+        self._requests.put(ReconcileAsked(full, fut))
         # Checked after the put: `closed` is set before the loop's last drain, so a request put
         # while it was still False is handled (or failed) by that drain.
         if self.closed:
@@ -179,10 +185,10 @@ class IndexerService:
 
     @property
     def scanner_peak_rss_kb(self) -> int:
-        return max(slot.peak_rss_kb for slot in self.slots)
+        return self.pool.peak_rss_kb()
 
     def scanner_pids(self) -> list[int]:
-        return [slot.proc.pid for slot in self.slots if slot.proc is not None and slot.proc.returncode is None]
+        return self.pool.pids()
 
     def files_indexed(self) -> int:
         return sum(1 for f in self.writer.files.values() if f.present)
@@ -204,7 +210,7 @@ class IndexerService:
             if self.vec is not None:
                 self.vec.start()
             for slot in self.slots:
-                self._spawn_scanner(slot)
+                self.pool.spawn(slot)
             while not self._stop.is_set():
                 if sock.poll(_LOOP_TICK_MS, zmq.POLLIN):
                     for _ in range(64):
@@ -342,7 +348,7 @@ class IndexerService:
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
         if not self.bulk and self.writer.maybe_freeze():
-            self._start_merge()
+            self.merges.start()
 
     def _write_failed(self, slot: Slot, seq: int | None, exc: duckdb.Error, messages: int) -> None:
         """A commit failed for a reason that is not the batch's (disk full, I/O error).
@@ -420,44 +426,30 @@ class IndexerService:
     def _drain_requests(self) -> None:
         while True:
             try:
-                kind, arg = self._requests.get_nowait()
+                mail = self._requests.get_nowait()
             except queue.Empty:
                 return
-            if kind == "reconcile":
-                full, fut = arg
+            self._handle(mail)
+
+    def _handle(self, mail: Mail) -> None:
+        """One request from another thread, on the indexer thread (the only writer)."""
+        match mail:
+            case ReconcileAsked(full, fut):
                 self._enqueue_pass(full, fut)
-            elif kind.startswith("vec_") and self.vec is not None:
-                if kind == "vec_publish":
-                    self.vec.on_publish(*arg)
-                elif kind == "vec_align":
-                    self.vec.on_align(*arg)
-                elif kind == "vec_swap":
-                    self.vec.on_swap(*arg)
-            elif kind == "merged":
-                plan, rows = arg
-                self.writer.finish_merge(plan, rows)
-                _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
-                self._start_merge(compact=self._compacting)
-            elif kind == "end_bulk":
+            case VectorsPublish() | VectorsAlign() | VectorsSwap():
+                if self.vec is not None:
+                    self.vec.handle(mail)
+            case MergeDone(plan, rows):
+                self.merges.finished(plan, rows)
+            case EndBulk():
                 if self.bulk:
                     self.bulk = False
                     _log.info("bulk load ended: sorting its postings for searches")
-                    self.writer.maybe_freeze(force=True)
-                    self._compacting = self._compacting or "frozen"
-                    self._start_merge(compact=self._compacting)
-            elif kind == "compact":
-                mode, fut = arg
-                self._compact_waiters.append(fut)
-                self.writer.maybe_freeze(force=True)
-                self._compacting = str(mode)
-                self._start_merge(compact=self._compacting)
-            elif kind == "merge_failed":
-                plan, err = arg
-                _log.error("segment merge failed", target=plan.target, error=err)
-                self.writer.segments.abandon(self.writer.con, plan)
-                # The index stays whole, only less compact: whoever waits on compaction goes on.
-                self._compacting = None
-                self._compaction_done()
+                    self.merges.compact(self.merges.mode or "frozen")
+            case CompactAsked(mode, fut):
+                self.merges.compact(mode, fut)
+            case MergeFailed(plan, err):
+                self.merges.failed(plan, err)
 
     def _enqueue_pass(self, full: bool, fut: Future[dict[str, Any]] | None) -> None:
         # Coalesce with a request not yet handed to any scanner.
@@ -477,53 +469,12 @@ class IndexerService:
             self._last_full = time.monotonic()
         self._last_recent = time.monotonic()
 
-    # --- scanner process ------------------------------------------------------------------------
-    def scanner_command(self, shard: int = 0) -> list[str]:
-        cmd = [sys.executable, "-m", "aivault.scanner", "--connect", self.home.ingest_endpoint,
-               "--shard", f"{shard}/{len(self.slots)}", "--parent", str(os.getpid()), "--token", self.token]
-        for spec in self.extra_roots:
-            cmd += ["--root", spec]
-        if not self.default_roots:
-            cmd.append("--no-default-roots")
-        return cmd
-
-    def _spawn_scanner(self, slot: Slot) -> None:
-        env = dict(os.environ)
-        env.setdefault("AIVAULT_LOG_LEVEL", log.current_level_name())
-        # The child imports the same aivault as this process, installed or not.
-        root = str(Path(aivault.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        # Its own session: a Ctrl-C meant for the daemon must not kill the scanner mid-pass; the
-        # daemon stops it with STOP, and the scanner notices on its own if the daemon dies.
-        slot.proc = subprocess.Popen(self.scanner_command(slot.shard), env=env, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        _log.info("scanner started", shard=slot.shard, pid=slot.proc.pid)
-
+    # --- scanner processes (indexer/scanners.py) ---------------------------------------------------
     def _supervise(self, now: float) -> None:
-        for slot in self.slots:
-            if slot.proc is None:
-                if now >= slot.respawn_at and not self._stop.is_set():
-                    self._spawn_scanner(slot)
-                continue
-            code = slot.reap(block=False)
-            if code is None:
-                continue
+        for slot, code in self.pool.supervise(now, stopping=self._stop.is_set()):
             if code == EXIT_USAGE:
-                # Its command line is wrong (a bad root): a restart would fail the same way, for ever.
-                _log.error("scanner refused its command line; not restarting it", shard=slot.shard, code=code)
                 self.obs.write_error = (f"the scanner (shard {slot.shard}) exited with a usage error: check the "
                                         "--root options and the \"roots\" in config.json, then restart")
-                slot.proc = None
-                slot.ident = None
-                slot.respawn_at = float("inf")
-                continue
-            _log.warning("scanner exited; restarting", shard=slot.shard, code=code, delay_s=slot.respawn_delay)
-            slot.proc = None
-            slot.ident = None
-            slot.sent.clear()
-            slot.progress.running = False
-            slot.respawn_at = now + slot.respawn_delay
-            slot.respawn_delay = min(slot.respawn_delay * 2, SCANNER_RESPAWN_MAX_S)
 
     def _sweep(self) -> None:
         """Apply retention: remove sessions older than historyDays, in small transactions."""
@@ -554,37 +505,14 @@ class IndexerService:
                 _log.info("vocabulary deduplicated", removed=removed)
             if self.writer.segments.active.rows >= IDLE_FREEZE_MIN_ROWS:
                 self.writer.maybe_freeze(force=True)
-            self._compacting = "all"
-            self._start_merge(compact="all")
+            self.merges.mode = "all"
+            self.merges.start()
 
-    # --- merges ---------------------------------------------------------------------------------
-    def _start_merge(self, *, compact: str | None = None) -> None:
-        if self.writer.segments.merging:
-            # A merge is running, or done and not yet registered: its "merged" request carries
-            # on (in the compaction mode, if any); planning now would wrongly find nothing to do.
-            return
-        plan = self.writer.plan_merge(compact=compact)
-        if plan is None:
-            self._compacting = None
-            self._compaction_done()
-            return
-        self._merge_thread = threading.Thread(target=self._merge, args=(plan,), name="merge", daemon=True)
-        self._merge_thread.start()
-
-    def _merge(self, plan: MergePlan) -> None:
-        cur = self.con.cursor()
-        try:
-            rows = self.writer.segments.run_merge(cur, plan)
-            self._requests.put(("merged", (plan, rows)))
-        except Exception as exc:
-            self._requests.put(("merge_failed", (plan, str(exc))))
-        finally:
-            cur.close()
-
+    # --- merges (indexer/merges.py) ---------------------------------------------------------------
     def end_bulk(self) -> None:
         """Searches have started: merge as usual from now on (thread-safe, idempotent)."""
         if self.bulk:
-            self._requests.put(("end_bulk", None))
+            self._requests.put(EndBulk())
 
     def compact(self, mode: str = "frozen") -> Future[None]:
         """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers).
@@ -592,17 +520,11 @@ class IndexerService:
         The future resolves when no merge is left to run in that mode (or the indexer stops).
         """
         fut: Future[None] = Future()
-        self._requests.put(("compact", (mode, fut)))
+        self._requests.put(CompactAsked(mode, fut))
         if self.closed:  # as in reconcile(): nothing will merge any more
             with contextlib.suppress(InvalidStateError):
                 fut.set_result(None)
         return fut
-
-    def _compaction_done(self) -> None:
-        waiters, self._compact_waiters = self._compact_waiters, []
-        for fut in waiters:
-            with contextlib.suppress(InvalidStateError):
-                fut.set_result(None)
 
     def wait_idle(self, timeout_s: float = 600.0) -> None:
         """Block until every requested pass has committed (nothing pending)."""
@@ -633,23 +555,9 @@ class IndexerService:
             self.vec.save()
         for slot in self.slots:
             self._send(slot.ident, K_STOP, Stop(reason="indexer stopping"))
-        deadline = time.monotonic() + SCANNER_STOP_GRACE_S
-        for slot in self.slots:
-            if slot.proc is None:
-                continue
-            while slot.reap(block=False) is None:
-                if time.monotonic() > deadline:
-                    slot.proc.kill()
-                    slot.reap(block=True)
-                    break
-                time.sleep(0.02)
-            slot.proc = None
-            slot.ident = None
-        t = self._merge_thread
-        if t is not None and t.is_alive():
-            self.con.interrupt()
-            t.join(30)
+        self.pool.reap_all(SCANNER_STOP_GRACE_S)
+        self.merges.interrupt()
         self.closed = True  # before the last drain: see reconcile()
         self._drain_requests()
         self._fail_pending("the indexer stopped before the pass finished")
-        self._compaction_done()
+        self.merges.done()

@@ -20,9 +20,11 @@ import duckdb
 import numpy as np
 
 from aivault import log
-from aivault.embed import Embedder, EmbedError
+from aivault.embed import Embedder
+from aivault.errors import EmbedError
 from aivault.home import Home
 from aivault.indexer import schema as q
+from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
 from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
 from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
 from aivault.indexer.writer import Writer
@@ -63,7 +65,7 @@ def build_from_stored(con: duckdb.DuckDBPyConnection, watermark: int, dims: int)
 
 class VectorService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, writer: Writer,
-                 submit: Callable[[str, Any], None], make_embedder: Callable[[], Embedder],
+                 submit: Callable[[Mail], None], make_embedder: Callable[[], Embedder],
                  busy: Callable[[], bool] = lambda: False) -> None:
         self.home = home
         self.con = con
@@ -106,7 +108,7 @@ class VectorService:
         """Align the stored vectors with the model, then load or rebuild the index; the watermark."""
         assert self._embedder is not None
         fut: Future[Any] = Future()
-        self._submit("vec_align", (self._embedder.fingerprint, fut))
+        self._submit(VectorsAlign(self._embedder.fingerprint, fut))
         vstate = fut.result()
         expect = SidecarHeader(SIDECAR_FORMAT, self.writer.meta.identity, vstate.epoch, vstate.fingerprint, 0)
         loaded = VectorIndex.load(self.sidecar, expect)
@@ -126,7 +128,7 @@ class VectorService:
         t0 = time.perf_counter()
         index = build_from_stored(self.con, watermark, self._embedder.dims)
         fut: Future[Any] = Future()
-        self._submit("vec_swap", (index, fut))
+        self._submit(VectorsSwap(index, fut))
         fut.result()
         self._dirty = True
         _log.info("vector index rebuilt from stored vectors", count=index.count, kind=index.kind,
@@ -134,7 +136,7 @@ class VectorService:
 
     def _publish(self, pub: Publication) -> Future[int]:
         fut: Future[int] = Future()
-        self._submit("vec_publish", (pub, fut))
+        self._submit(VectorsPublish(pub, fut))
         return fut
 
     def _after_publish(self, epoch: int) -> None:
@@ -143,6 +145,16 @@ class VectorService:
             self._rebuild(self.writer.vstate.watermark)
 
     # --- writer-thread side ---------------------------------------------------------------------
+    def handle(self, mail: VectorsAlign | VectorsSwap | VectorsPublish) -> None:
+        """A request of the embedding thread, on the indexer thread."""
+        match mail:
+            case VectorsAlign(fingerprint, fut):
+                self.on_align(fingerprint, fut)
+            case VectorsSwap(index, fut):
+                self.on_swap(index, fut)
+            case VectorsPublish(pub, fut):
+                self.on_publish(pub, fut)
+
     def on_align(self, fingerprint: str, fut: Future[Any]) -> None:
         try:
             fut.set_result(self.writer.align_vectors(fingerprint))

@@ -3,7 +3,7 @@
 Ids are the chunks' int64 row ids (the same ids the postings use). Vectors are L2-normalized
 so inner product is cosine similarity.
 
-Index type, by measurement on this machine (bench/README.md, 384 dims, single queries, k=200):
+Index type, by measurement on this machine (docs/design.md §6, 384 dims, single queries, k=200):
 exact flat inner product costs ~0.5 ms per 1,000 vectors per query (about 50 ms at 100k and
 140 ms at 400k) and supports removal; HNSW is fast but cannot remove ids; IVF-Flat answers in
 well under a millisecond at 400k with recall@200 above 0.99 at nprobe 32 on clustered data,

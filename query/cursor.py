@@ -1,4 +1,4 @@
-"""Opaque, signed page cursors (SPEC §3).
+"""Opaque, signed page cursors (docs/contract.md §3).
 
 A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(key, payload))`` where the payload
 is msgpack ``[version, query_key, generation, identity, offset]``. The query key is a hash of

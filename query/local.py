@@ -1,6 +1,6 @@
 """The production service of a daemon: the indexer plus the engine over its database.
 
-It owns the index's life cycle (SPEC §8):
+It owns the index's life cycle (docs/contract.md §8):
 * consent off -> the indexer is closed, the index copy is kept, searches answer
   ``unavailable/disabled``; consent on again -> a new indexer resumes from the committed state;
 * a retention change -> the same close-and-build flow (files whose sessions expired are read
@@ -216,7 +216,7 @@ class LocalService:
             self.indexer.start()
 
     def clear(self) -> dict[str, Any]:
-        """Delete the index and every sidecar; a new database gets a new identity (SPEC §8)."""
+        """Delete the index and every sidecar; a new database gets a new identity (docs/contract.md §8)."""
         with self._transition:
             with self.lifecycle.exclusive():
                 old_identity = self.indexer.identity

@@ -1,4 +1,4 @@
-"""Parsing a searchSessions request where it is received (SPEC §2, §7).
+"""Parsing a searchSessions request where it is received (docs/contract.md §2, §7).
 
 Unknown fields are stripped, legacy ``tier``/``refresh`` are accepted and dropped, ``limit``
 follows the engine's parser, and a long query is cut here (never inside a character) and
@@ -54,7 +54,7 @@ class SearchRequest:
 
 
 def parse_limit(value: Any) -> int:
-    """SPEC §2: integers clamp to 1..100; anything else (2.5, NaN, "7", missing) is 20."""
+    """docs/contract.md §2: integers clamp to 1..100; anything else (2.5, NaN, "7", missing) is 20."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return DEFAULT_LIMIT
     if isinstance(value, float):

@@ -1,4 +1,4 @@
-"""The session search endpoints and what every service shares (SPEC §4, §5, §7).
+"""The session search endpoints and what every service shares (docs/contract.md §4, §5, §7).
 
 The endpoints are called with the service that answers them; where there is none, that is the
 ``NULL_SERVICE`` value (search ``unavailable/no-service``, status the sentinel). Having a service
@@ -33,7 +33,7 @@ class SessionSearchService(Protocol):
 
 
 class NullService:
-    """No search service here (SPEC §4, §7): search answers ``unavailable/no-service`` and status the
+    """No search service here (docs/contract.md §4, §7): search answers ``unavailable/no-service`` and status the
     sentinel. A value, not an absence: every endpoint always has a service to call."""
 
     def search(self, params: Any) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:
-    """SPEC §5: True if the reconcile finished in time, False if the deadline passed.
+    """docs/contract.md §5: True if the reconcile finished in time, False if the deadline passed.
 
     The reconcile is not cancelled when the deadline passes. An error it raises before the
     deadline propagates as ReconcileFailed.

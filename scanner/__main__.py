@@ -1,4 +1,4 @@
-"""``python -m aivault.scanner``: the scanner child process (docs/protocol.md, "Scanner process").
+"""``python -m aivault.scanner``: the scanner child process (docs/protocol.md §2.1).
 
 It connects to the indexer's ingest socket, loads the committed file state, then runs scan
 passes when the indexer asks (RECONCILE) until told to STOP or until its parent goes away.

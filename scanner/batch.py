@@ -1,6 +1,6 @@
 """Building one ingest batch: file progress, session metadata, chunk rows and postings.
 
-The layout on the wire is in docs/protocol.md ("BATCH"). Chunk columns travel as one msgpack
+The layout on the wire is in docs/protocol.md §2.2 (`BATCH`). Chunk columns travel as one msgpack
 frame; postings as three raw little-endian arrays (chunk index uint32, term int64, tf uint16)
 so the indexer hands them to DuckDB without touching each row in Python.
 """

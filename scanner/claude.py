@@ -1,4 +1,4 @@
-"""Incremental parser for Claude Code transcripts (FORMATS.md §1).
+"""Incremental parser for Claude Code transcripts (docs/formats.md §1).
 
 One ``<session-uuid>.jsonl`` per session, one JSON record per line. Subagents live in their own
 files (``<parent-uuid>/subagents/agent-<id>.jsonl`` since 2.1, sibling ``agent-<id>.jsonl``
@@ -60,7 +60,7 @@ _SUBAGENT_TITLE_PREFIX = "subagent: "
 
 _KIND_CODE: dict[str, bytes] = {"text": b"t", "thinking": b"h", "tool_call": b"c"}
 
-# Record types FORMATS.md §1 names that carry no message; any other type is counted by name in
+# Record types docs/formats.md §1 names that carry no message; any other type is counted by name in
 # ParseStats.extra ("unknown_record:<type>") so that format drift shows up instead of vanishing.
 BOOKKEEPING_TYPES = frozenset(
     {
@@ -379,7 +379,7 @@ class ClaudeParser(LineParser):
                 self._summary_title = title
             return out
         # Otherwise the leaf tells: a summary of a conversation whose last line is not in this
-        # file describes another session (FORMATS.md §1).
+        # file describes another session (docs/formats.md §1).
         leaf = obj.get("leafUuid")
         if not isinstance(leaf, str):
             return out

@@ -1,4 +1,4 @@
-"""Incremental parser for Codex CLI rollouts (FORMATS.md §2).
+"""Incremental parser for Codex CLI rollouts (docs/formats.md §2).
 
 Every line is ``{"timestamp", "type", "payload"}``. The conversation is written twice, once as
 model-visible ``response_item`` records and once as UI ``event_msg`` records; only one stream is
@@ -62,7 +62,7 @@ RESPONSE_ITEM_TYPES = frozenset(
         "function_result",
     }
 )
-# Items and records that are state, not conversation (FORMATS.md §2); any other unknown type is
+# Items and records that are state, not conversation (docs/formats.md §2); any other unknown type is
 # counted by name in ParseStats.extra so that format drift shows up instead of vanishing.
 BOOKKEEPING_ITEM_TYPES = frozenset({"compaction", "ghost_snapshot"})
 BOOKKEEPING_RECORD_TYPES = frozenset({"world_state", "inter_agent_communication"})

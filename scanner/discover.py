@@ -1,6 +1,6 @@
 """Where transcripts live, and walking those places without letting one bad folder stop a pass.
 
-Default roots (FORMATS.md §1, §2):
+Default roots (docs/formats.md §1, §2):
 * Claude Code: ``$CLAUDE_CONFIG_DIR/projects``; else ``~/.claude/projects`` and
   ``~/.config/claude/projects``. Files: ``<project>/<session>.jsonl``, subagents at
   ``<project>/<session>/subagents/agent-<id>.jsonl`` (2.1+) or ``<project>/agent-<id>.jsonl``.

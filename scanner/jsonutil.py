@@ -19,7 +19,7 @@ from aivault.scanner.model import Message, ParseStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
-# Below these an epoch number is not a plausible transcript time (FORMATS.md §0 rule 5).
+# Below these an epoch number is not a plausible transcript time (docs/formats.md §0 rule 5).
 _EPOCH_MS_MIN = 1e12
 _EPOCH_S_MIN = 1e9
 # ParseStats.extra travels in every saved parser state, and its keys partly come from the file

@@ -1,4 +1,4 @@
-"""The normalized shapes every transcript parser produces (FORMATS.md §0).
+"""The normalized shapes every transcript parser produces (docs/formats.md §0).
 
 A parser turns the lines of one transcript file into :class:`Message` records and keeps a
 :class:`SessionInfo` up to date. Its whole memory between two passes over the same file is

@@ -182,7 +182,7 @@ def test_data_directory_is_private(home: Home, roots: dict[str, Path]) -> None:
 
 
 def test_status_reports_every_contract_field(home: Home, roots: dict[str, Path]) -> None:
-    """status --json has exactly SPEC §4's fields, through the daemon and in direct mode."""
+    """status --json has exactly docs/contract.md §4's fields, through the daemon and in direct mode."""
     _corpus(roots)
     fields = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", "degradedRoots", "lastReconcileAt",
               "lastSweepCompletedAt", "generation"}

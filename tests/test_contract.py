@@ -1,4 +1,4 @@
-"""The search contract (SPEC §2–3, §7), table-driven, through the daemon over ZeroMQ and in-process.
+"""The search contract (docs/contract.md §2–3, §7), table-driven, through the daemon over ZeroMQ and in-process.
 
 One corpus serves the module: 120 sessions that all mention "paging" (so limits and pages can
 be counted), plus sessions made for snippets, routes, operators and sources.
@@ -112,7 +112,7 @@ def _err(client: Client, params: Any) -> int:
     raise AssertionError(f"{params!r} was accepted")
 
 
-# --- request parsing (SPEC §2) ------------------------------------------------------------------
+# --- request parsing (docs/contract.md §2) ------------------------------------------------------------------
 LIMIT_CASES = [({}, 20), ({"limit": 0}, 1), ({"limit": -4}, 1), ({"limit": 200}, 100), ({"limit": 2.5}, 20),
                ({"limit": "7"}, 20), ({"limit": 7}, 7), ({"limit": None}, 20), ({"limit": True}, 20),
                ({"limit": 100.0}, 100)]
@@ -166,7 +166,7 @@ def test_invalid_payloads_are_errors_not_results(client: Client, params: Any) ->
     assert _err(client, params) == InvalidParams.code
 
 
-# --- results and hits (SPEC §2) -----------------------------------------------------------------
+# --- results and hits (docs/contract.md §2) -----------------------------------------------------------------
 def test_result_and_hit_shapes_are_exact(client: Client, world: tuple[Home, dict[str, Path], dict[str, str]]) -> None:
     """A result has exactly the contract's keys, no debug unless asked, and hits every field."""
     r = client.search("migration widgets")
@@ -204,7 +204,7 @@ def _marks(snippet: str) -> list[str]:
     return out
 
 
-# --- cursors (SPEC §3) ----------------------------------------------------------------------------
+# --- cursors (docs/contract.md §3) ----------------------------------------------------------------------------
 def _walk(client: Client, query: str, sizes: list[int], **params: Any) -> list[str]:
     seen: list[str] = []
     cursor = None
@@ -304,7 +304,7 @@ def test_generation_advance_makes_cursors_stale_and_they_stay_stale(client: Clie
                                                                    "expectedGeneration": before}
 
 
-# --- planning and debug (SPEC §2, issue step 2 #5) -------------------------------------------------
+# --- planning and debug (docs/contract.md §2, §9) -------------------------------------------------
 ROUTE_CASES = [
     ("could not set lock", "phrase", {"phrase"}, None),
     ("lock could not file", "all", {"phrase", "allterms"}, None),

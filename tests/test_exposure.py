@@ -1,4 +1,4 @@
-"""Exposure by transport (SPEC §4, §6): diagnostics for local clients, fixed reasons for remote ones."""
+"""Exposure by transport (docs/contract.md §4, §6): diagnostics for local clients, fixed reasons for remote ones."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The index's life cycle and availability (SPEC §3–5, §7–8): fences, identity, freshness,
+"""The index's life cycle and availability (docs/contract.md §3–5, §7–8): fences, identity, freshness,
 status phases, registry, old peers, consent, clear and retention."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _seed(roots: dict[str, Path], n: int = 12, word: str = "gizmo") -> list[Clau
     return out
 
 
-# --- generation fence and identity (SPEC §3) --------------------------------------------------------
+# --- generation fence and identity (docs/contract.md §3) --------------------------------------------------------
 def test_a_write_during_page_assembly_answers_stale_cursor(inproc_daemon: InprocDaemon,
                                                            roots: dict[str, Path]) -> None:
     """A batch committed while a page (page 1 too) is being assembled makes that page stale-cursor."""
@@ -96,7 +96,7 @@ def test_clear_gives_a_new_identity_so_old_cursors_are_stale_even_at_an_equal_ge
         d.stop()
 
 
-# --- freshness (SPEC §5) ----------------------------------------------------------------------------
+# --- freshness (docs/contract.md §5) ----------------------------------------------------------------------------
 def test_wait_until_current_sees_a_file_written_just_before(inproc_daemon: InprocDaemon,
                                                             roots: dict[str, Path]) -> None:
     """A reconcile that finishes in time leaves truncated.freshness false and finds the new file."""
@@ -162,7 +162,7 @@ def test_a_reconcile_error_before_the_deadline_propagates(inproc_daemon: InprocD
     assert elapsed < 5.0
 
 
-# --- status (SPEC §4) -------------------------------------------------------------------------------
+# --- status (docs/contract.md §4) -------------------------------------------------------------------------------
 STATUS_FIELDS = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", "degradedRoots", "lastReconcileAt",
                  "lastSweepCompletedAt", "generation"}
 
@@ -203,7 +203,7 @@ def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[
         d.close()
 
 
-# --- availability (SPEC §4, §7) ---------------------------------------------------------------------
+# --- availability (docs/contract.md §4, §7) ---------------------------------------------------------------------
 def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
     """With no service (the null service), search answers unavailable/no-service and status the exact
     sentinel; an invalid payload is still an error."""
@@ -308,7 +308,7 @@ def test_transport_and_authentication_failures_stay_errors(home: Home, roots: di
         d.stop()
 
 
-# --- consent, clear, retention (SPEC §8) -----------------------------------------------------------
+# --- consent, clear, retention (docs/contract.md §8) -----------------------------------------------------------
 def _hash_tree(roots: dict[str, Path]) -> dict[str, str]:
     """sha256 of every file under the transcript roots (the agents' folders, not aivault's)."""
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -26,7 +26,7 @@ def _corpus(roots: dict[str, Path]) -> tuple[ClaudeWriter, CodexWriter]:
 
 def test_search_finds_claude_and_codex_sessions_with_every_hit_field(inproc_daemon: InprocDaemon,
                                                                     roots: dict[str, Path]) -> None:
-    """Sessions written in both formats are found, and each hit carries every SPEC §2 field."""
+    """Sessions written in both formats are found, and each hit carries every docs/contract.md §2 field."""
     c, x = _corpus(roots)
     summary = inproc_daemon.reconcile()
     assert summary["files_changed"] == 2

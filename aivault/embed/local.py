@@ -33,8 +33,8 @@ from aivault.embed.convert import ensure_gguf
 from aivault.embed.models import DEFAULT_MODEL, ModelSpec, get_model
 from aivault.errors import BackendMissing, EmbedError
 
-# Defaults from measurements on the 2-core machine (200-character texts, ~43 tokens each; the
-# step-3 report has the table). With flash attention on, packing several texts per call pays:
+# Defaults from measurements on the 2-core machine (200-character texts, ~43 tokens each;
+# docs/design.md §7 has the table). With flash attention on, packing several texts per call pays:
 # 1 thread did ~42 texts/s at n_batch 32/64 (one text per call), ~67 at 128/256, ~65 at 512.
 # 2 threads did ~120-131 at 256 on an idle machine, but llama.cpp's CPU threads sync through
 # OpenMP spin barriers: with one other busy process (the daemon also scans, indexes and

@@ -1,0 +1,93 @@
+"""Scheduling segment merges for the indexer thread: one merge at a time, in a thread of its own.
+
+A merge reads and writes through its own cursor while batches keep committing; when it ends it
+posts ``MergeDone`` (or ``MergeFailed``) to the indexer's mailbox, and the indexer thread registers
+the new segment and plans the next merge. A *compaction* (``frozen``: merge the unsorted segments;
+``all``: also the tiers) keeps planning until nothing is left in that mode, then resolves the
+futures of everyone who asked for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+
+import duckdb
+
+from aivault import log
+from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
+from aivault.indexer.segments import MergePlan
+from aivault.indexer.writer import Writer
+
+_log = log.get("indexer.merges")
+
+
+class Merges:
+    def __init__(self, con: duckdb.DuckDBPyConnection, writer: Writer, post: Callable[[Mail], None]) -> None:
+        self.con = con
+        self.writer = writer
+        self._post = post
+        self.mode: str | None = None  # the compaction under way, if any
+        self._waiters: list[Future[None]] = []
+        self.thread: threading.Thread | None = None
+
+    def compact(self, mode: str, fut: Future[None] | None = None) -> None:
+        """Freeze the active segment and merge in ``mode`` until nothing is left (indexer thread)."""
+        if fut is not None:
+            self._waiters.append(fut)
+        self.writer.maybe_freeze(force=True)
+        self.mode = mode
+        self.start()
+
+    def start(self) -> None:
+        """Start the next merge if one is due (in the current compaction mode, if any)."""
+        if self.writer.segments.merging:
+            # A merge is running, or done and not yet registered: its MergeDone carries on (in the
+            # compaction mode, if any); planning now would wrongly find nothing to do.
+            return
+        plan = self.writer.plan_merge(compact=self.mode)
+        if plan is None:
+            self.mode = None
+            self.done()
+            return
+        self.thread = threading.Thread(target=self._run, args=(plan,), name="merge", daemon=True)
+        self.thread.start()
+
+    def _run(self, plan: MergePlan) -> None:
+        cur = self.con.cursor()
+        try:
+            rows = self.writer.segments.run_merge(cur, plan)
+            self._post(MergeDone(plan, rows))
+        except Exception as exc:
+            self._post(MergeFailed(plan, str(exc)))
+        finally:
+            cur.close()
+
+    def finished(self, plan: MergePlan, rows: int) -> None:
+        """A merge ended well: register its segment and go on (indexer thread)."""
+        self.writer.finish_merge(plan, rows)
+        _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
+        self.start()
+
+    def failed(self, plan: MergePlan, error: str) -> None:
+        _log.error("segment merge failed", target=plan.target, error=error)
+        self.writer.segments.abandon(self.writer.con, plan)
+        # The index stays whole, only less compact: whoever waits on compaction goes on.
+        self.mode = None
+        self.done()
+
+    def done(self) -> None:
+        """Resolve everyone waiting for a compaction."""
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            with contextlib.suppress(InvalidStateError):
+                fut.set_result(None)
+
+    def interrupt(self) -> None:
+        """Stop a running merge (shutdown): its transaction rolls back, the old segments stay."""
+        t = self.thread
+        if t is not None and t.is_alive():
+            self.con.interrupt()
+            t.join(30)
