@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Final
 
 import duckdb
 
@@ -326,7 +327,51 @@ def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, i
     return removed
 
 
+# Re-indexing after a tokenizer change (``reindex_if_stale``). The postings, the vocabulary and
+# the chunk lengths (BM25's dl) hold terms cut by the old tokenizer; sessions and files are what
+# was read with it, and without their rows the next full pass reads every transcript again.
+# Titles (display only) and the vectors stay: vectors are keyed by the chunk text's hash, which no
+# tokenizer enters, so re-indexed text finds its vector again instead of being re-embedded.
+FORGET_INDEXED: Final = ("DELETE FROM chunks", "DELETE FROM sessions", "DELETE FROM files",
+                         "DELETE FROM vocab_log", "DELETE FROM segments")
+# The id counters keep advancing (an id is never handed out twice: the unfinished-commit check and
+# the vector watermark rely on it); the generation advances so that every old cursor is stale.
+RESET_META: Final = "UPDATE meta SET tokenizer = ?, generation = generation + 1, n_chunks = 0, sum_dl = 0"
+# The vector sidecar lists chunk ids that no longer exist: a new epoch makes it untrusted, so it is
+# rebuilt from the (kept) stored vectors as chunks come back.
+NEW_VECTOR_EPOCH: Final = "UPDATE vector_state SET epoch = epoch + 1"
+
+
+def reindex_if_stale(con: duckdb.DuckDBPyConnection, meta: Meta) -> Meta:
+    """Empty an index whose terms another tokenizer cut, so that the next full pass rebuilds it.
+
+    Its identity stays (this is not ``aivault clear``: no sidecar is deleted, the vectors are kept);
+    its generation advances, since results change. Returns the new meta row.
+    """
+    if meta.tokenizer == TOKENIZER_VERSION:
+        return meta
+    segments = [str(name) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()]
+    with transaction(con):
+        for name in segments:
+            con.execute(q.DROP_SEGMENT.format(name=name))
+        for stmt in FORGET_INDEXED:
+            con.execute(stmt)
+        con.execute(RESET_META, [TOKENIZER_VERSION])
+        con.execute(NEW_VECTOR_EPOCH)
+    new = read_meta(con)
+    _log.warning("the index was built by another tokenizer version: its text index was emptied and every "
+                 "transcript is read again by this indexing pass", indexed=meta.tokenizer, current=TOKENIZER_VERSION,
+                 generation=new.generation)
+    return new
+
+
 def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
+    """The read-write handle: migrated, cleared of an unfinished commit's rows, and emptied for
+    re-indexing if another tokenizer built it."""
+    return _open_read_write(home, reindex=True)
+
+
+def _open_read_write(home: Home, *, reindex: bool) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     home.ensure()
     old = os.umask(0o077)
     try:
@@ -336,6 +381,8 @@ def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     try:
         meta = migrate(con)
         repair_unfinished(con, meta)
+        if reindex:
+            meta = reindex_if_stale(con, meta)
     except UNREADABLE as exc:
         con.close()
         raise damaged(home.db_path, exc) from exc
@@ -368,7 +415,9 @@ def open_reader(home: Home) -> duckdb.DuckDBPyConnection:
         return con
     con.close()
     try:
-        wcon, _ = open_writer(home)
+        # Only the repair: emptying a stale tokenizer's index is for a writer that then re-indexes,
+        # while this search is answered not-ready (query/engine.py) and points at `aivault index`.
+        wcon, _ = _open_read_write(home, reindex=False)
     except IndexLocked:
         pass  # a writer holds it, and repaired it when it opened
     except (duckdb.Error, OSError) as exc:
