@@ -184,6 +184,18 @@ class DaemonProcess:
         self.log.close()
 
 
+def log_events(path: Path) -> list[dict[str, Any]]:
+    """The structured log lines a child process wrote (JSON, one per line); other lines are skipped."""
+    events = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+    return events
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -37,7 +37,7 @@ from aivault.protocol import (
     RPC_MAX_FRAME_BYTES,
 )
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, cli_env, lexical_only, pid_alive, run_cli, wait_until
+from tests.conftest import DaemonProcess, cli_env, lexical_only, log_events, pid_alive, run_cli, wait_until
 
 # Descriptors the daemon may open beyond its count at rest while under test (a few client
 # connections still closing); a leak per request would be hundreds.
@@ -237,7 +237,7 @@ def test_an_unknown_method_is_echoed_cut_short(served: DaemonProcess) -> None:
     assert err["code"] == ERR_METHOD_NOT_FOUND
     assert len(err["message"]) < RPC_ECHO_MAX_CHARS + 80
     assert "100008 characters" in err["message"]
-    assert "x" * 1000 not in (served.home.path / "daemon.log").read_text(errors="replace")
+    assert all("x" * 1000 not in json.dumps(e) for e in log_events(served.home.path / "daemon.log"))
     _still_serves(served)
 
 
@@ -261,9 +261,10 @@ def test_a_dead_broker_thread_takes_the_daemon_down(home: Home, roots: dict[str,
         proc.kill()
         proc.wait(10)
         raise AssertionError("the daemon stayed up without its broker") from None
-    log = (home.path / "daemon.log").read_text(errors="replace")
-    assert code != 0, log
-    assert "the broker thread died" in log
+    events = log_events(home.path / "daemon.log")
+    assert code != 0, events
+    assert any(e["event"] == "daemon failing, shutting down" and e["failure"].startswith("the broker thread died")
+               for e in events), events
     assert not pid_alive(proc.pid)
     # Nothing holds the index any more: the CLI works directly.
     (home.path / "daemon.sock").rmdir()

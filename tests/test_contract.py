@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -380,14 +379,19 @@ def test_source_is_present_for_files_seen(client: Client) -> None:
 
 
 def test_a_cursor_survives_msgpack_and_json_round_trips(client: Client) -> None:
-    """Cursors are plain URL-safe text: JSON round trips and base64 padding never break them."""
+    """Cursors are plain URL-safe text: through JSON and msgpack they stay valid; padded, they are refused."""
+    import msgpack
+
     cursor = _a_cursor(client)
-    again = json.loads(json.dumps({"c": cursor}))["c"]
-    r = client.search("paging", limit=3, cursor=again)
-    assert r["kind"] == "results"
-    body = cursor.split(".")[0]
-    base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    time.sleep(0)
+    via_json = json.loads(json.dumps({"c": cursor}))["c"]
+    via_msgpack = msgpack.unpackb(msgpack.packb({"c": cursor}, use_bin_type=True), raw=False)["c"]
+    assert via_json == via_msgpack == cursor and cursor.isascii() and "=" not in cursor
+    for again in (via_json, via_msgpack):
+        assert client.search("paging", limit=3, cursor=again)["kind"] == "results"
+    body, sig = cursor.split(".")
+    base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))  # it is base64url
+    padded = f"{body}{'=' * (-len(body) % 4) or '=='}.{sig}"
+    assert client.search("paging", limit=3, cursor=padded) == {"kind": "malformed-cursor"}
 
 
 @pytest.mark.parametrize(("field", "value"), [("offset", 2**64 - 1), ("offset", 2**63), ("offset", 2**31),

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 import pytest
+from structlog.testing import capture_logs
 
 import aivault.embed as embed
 from aivault import log
@@ -360,6 +361,8 @@ def test_remote_embeds_and_never_shows_the_key(server: str, tmp_path: Path, monk
     monkeypatch.setattr("aivault.embed.remote.RETRY_BACKOFF_S", 0.01)
     log.configure("debug", process="tests")
     texts_seen: list[str] = []
+    capture = capture_logs()
+    events = capture.__enter__()
     try:
         remote = embed.make_embedder(_remote_cfg(texts_per_request=3), tmp_path / "models")
         assert isinstance(remote, RemoteEmbedder)
@@ -400,10 +403,12 @@ def test_remote_embeds_and_never_shows_the_key(server: str, tmp_path: Path, monk
         texts_seen += [str(f.__cause__) + str(f.__context__) for f in failures if f.__suppress_context__ is False]
         assert remote.describe()["key_set"] is True and remote.fingerprint == "remote:tiny-8:8"
     finally:
+        capture.__exit__(None, None, None)
         log.configure("warning", process="tests")
     out, err = capfd.readouterr()
-    assert "embed.remote_batch" in err  # the info lines were emitted, and none of them shows the key
-    texts_seen += [out, err, " ".join(sys.argv)]
+    # The batches were logged (one line each), and no line shows the key.
+    assert sum(1 for ev in events if ev["event"] == "embed.remote_batch") >= 3
+    texts_seen += [out, err, " ".join(sys.argv), json.dumps(events, default=str)]
     texts_seen.append(Path("/proc/self/cmdline").read_bytes().decode(errors="replace"))
     for text in texts_seen:
         assert KEY not in text

@@ -1,0 +1,154 @@
+"""The ``aivault`` command line: one subcommand per noun; domain errors become messages here.
+
+With a daemon answering on the data directory's socket, commands talk to it; without one,
+``search``, ``status`` and ``rpc`` open the index read-only in this process. The commands live in
+``aivault.cli.search`` (asking), ``aivault.cli.index`` (writing) and ``aivault.cli.policy``
+(consent); this module parses the command line and turns errors into exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from aivault import log
+from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
+from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
+from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
+from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
+from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
+from aivault.home import Home
+from aivault.protocol import RPC_METHODS
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days, got {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of days, got {value!r}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="aivault",
+                                 description="Search the transcripts your AI coding agents left on disk.")
+    ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def roots(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--root", action="append", metavar="AGENT=PATH",
+                       help="extra transcript folder, e.g. claude=/backup/.claude/projects (repeatable)")
+        p.add_argument("--no-default-roots", action="store_true", help="do not scan ~/.claude, ~/.codex, ...")
+
+    p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
+    roots(p)
+    p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("index", help="index until current, then exit")
+    roots(p)
+    p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
+    p.add_argument("--vectors", action="store_true",
+                   help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
+    p.set_defaults(fn=cmd_index)
+    p = sub.add_parser("search", help="search sessions")
+    p.add_argument("query")
+    p.add_argument("--agent", action="append", help="only this agent (lower-case: claude, codex); repeatable")
+    p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
+    p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
+    p.add_argument("--sort", choices=("relevance", "newest"))
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--scope", choices=("conversation", "all"))
+    p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
+    p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
+    p.add_argument("--debug", action="store_true", help="include the planner's report")
+    p.add_argument("--json", action="store_true", help="print the contract's result object")
+    p.set_defaults(fn=cmd_search)
+    p = sub.add_parser("status", help="indexing status")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_status)
+    p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
+    p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
+    p.add_argument("params", nargs="?", help="JSON parameters")
+    p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
+    p.set_defaults(fn=cmd_rpc)
+    p = sub.add_parser("enable", help="consent to indexing agent sessions")
+    p.add_argument("--history-days", type=_positive)
+    p.set_defaults(fn=cmd_enable)
+    p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
+    roots(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_clear)
+    p = sub.add_parser("disable", help="stop indexing; keep the index copy")
+    p.set_defaults(fn=cmd_disable)
+    p = sub.add_parser("policy", help="show or change retention")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--history-days", type=_positive)
+    g.add_argument("--forever", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
+    p.set_defaults(fn=cmd_policy)
+    return ap
+
+
+_interrupted: list[int] = []
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    # Remembered, because DuckDB turns the KeyboardInterrupt raised in the middle of one of its
+    # queries into "RuntimeError: Query interrupted".
+    _interrupted.append(signum)
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    log.configure("warning")
+    home = Home.resolve(args.home)
+    if threading.current_thread() is threading.main_thread() and args.fn is not cmd_serve:
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        code: int = args.fn(args, home)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # `aivault status | head -1`: the reader has what it wanted. Point stdout at /dev/null so
+        # the interpreter's own flush at exit does not complain again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except CliError as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return exc.code
+    except InvalidParams as exc:
+        print(f"aivault: invalid request: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except NeedsDaemon as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except AivaultError as exc:
+        print(f"aivault: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except PermissionError as exc:
+        print(f"aivault: permission denied: {exc.filename or exc}. Use a data directory of your own (`--home` or "
+              "$AIVAULT_HOME) and check the transcript folders' permissions.", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"aivault: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: say so plainly; the traceback is one env var away
+        if _interrupted:
+            return 130
+        if log.debug_enabled():
+            raise
+        print(f"aivault: internal error: {exc.__class__.__name__}: {exc}\n"
+              "Run again with AIVAULT_LOG_LEVEL=debug for the traceback, and please report it.", file=sys.stderr)
+        return EXIT_ERROR
+

@@ -1,0 +1,222 @@
+"""``aivault serve``, ``index`` and ``clear``: the commands that write the index."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aivault import config, log
+from aivault import policy as policy_mod
+from aivault.broker.client import Connection
+from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
+from aivault.errors import AivaultError, InvalidRoot
+from aivault.home import Home
+from aivault.protocol import METHOD_CLEAR, METHOD_RECONCILE, METHOD_STATS
+from aivault.render import ProgressLine
+
+
+def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
+    """Every root a scanner would walk, validated here: a bad --root or config.json entry is the
+    user's to fix, so it stops the command before any child process starts."""
+    from aivault.scanner.discover import default_roots, parse_root_spec
+
+    specs = config.roots(home, list(getattr(args, "root", None) or []))
+    try:
+        extra = [parse_root_spec(spec) for spec in specs]
+    except InvalidRoot as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    return ([] if getattr(args, "no_default_roots", False) else default_roots()) + extra
+
+
+def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True,
+                bulk: bool = False) -> Any:
+    from aivault.broker.daemon import Daemon
+
+    _roots(home, args)
+    return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
+                  schedule=schedule, semantic=semantic, bulk=bulk)
+
+
+def cmd_serve(args: argparse.Namespace, home: Home) -> int:
+    log.configure("info", process="daemon")
+    daemon = _run_daemon(home, args, schedule=True)
+    # The handler only flips a flag: it runs on the main thread between bytecodes, and touching
+    # a threading primitive the main thread may be holding (Event.wait's lock) would deadlock.
+    stopping: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    daemon.start()
+    if not policy_mod.load(home).enabled:
+        print(f"aivault: serving {home.path}, but indexing is disabled: `aivault enable` turns it on", file=sys.stderr)
+    try:
+        while not stopping:
+            time.sleep(0.2)
+    finally:
+        daemon.close()
+    return EXIT_OK
+
+
+def cmd_index(args: argparse.Namespace, home: Home) -> int:
+    pol = policy_mod.load(home)
+    if not pol.enabled:
+        raise CliError(f"indexing is disabled for {home.path}: run `aivault enable` first", EXIT_UNAVAILABLE)
+    conn = Connection(home)
+    bar = ProgressLine()
+    t0 = time.monotonic()
+    lexical_s = 0.0
+    vectors_note = ""
+    if conn.rpc is not None:
+        rpc = conn.rpc
+        summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
+                                 lambda: _stats_over_rpc(home), bar)
+    else:
+        # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
+        # embeds in the background.
+        daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
+        daemon.start()
+        try:
+            fut = daemon.service.indexer.reconcile(full=True)
+            summary = _with_progress(fut.result, daemon.service.stats, bar)
+            # Leave the index fully compact: the searches that follow a one-shot index run without a
+            # daemon to merge in the background, and few sorted segments answer fastest.
+            daemon.service.indexer.compact("all").result()
+            lexical_s = time.monotonic() - t0
+            if args.vectors:
+                _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
+                st = daemon.service.stats()
+                vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
+                                f"{time.monotonic() - t0 - lexical_s:.1f} s")
+        finally:
+            daemon.close()
+    elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
+    if conn.rpc is None:
+        _verify_index(home)
+    msgs = int(summary.get("messages") or 0)
+    if args.json:
+        import resource
+
+        summary = {**summary, "elapsedS": round(elapsed, 3), "mode": conn.mode,
+                   "peakRssKb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   "scannerPeakRssKb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+        print(json.dumps(summary))
+        return EXIT_OK
+    print(f"indexed {summary.get('files_changed', 0):,} changed of {summary.get('files_seen', 0):,} files, "
+          f"{msgs:,} messages in {elapsed:.1f} s ({msgs / max(elapsed, 1e-9):,.0f} msg/s); "
+          f"generation {summary.get('generation')}"
+          + (f"; {summary['malformed']:,} malformed lines skipped" if summary.get("malformed") else "")
+          + (f"; {summary['oversized']:,} lines over 64 MiB skipped" if summary.get("oversized") else "")
+          + (f"; {summary['record_cut']:,} records cut at 4 MiB of text" if summary.get("record_cut") else "")
+          + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
+          + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else "")
+          + vectors_note)
+    if not summary.get("files_seen"):
+        print(_where_looked(_roots(home, args)))
+    return EXIT_OK
+
+
+def _where_looked(roots: list[Any]) -> str:
+    if not roots:
+        return "no transcript folders to look in: add one with --root AGENT=PATH"
+    parts = [f"{r.agent} {r.path} ({'found' if os.path.isdir(r.path) else 'absent'})" for r in roots]
+    return ("no transcripts found. Looked in: " + "; ".join(parts)
+            + ". Add another folder with --root AGENT=PATH (or \"roots\" in config.json).")
+
+
+def _verify_index(home: Home) -> None:
+    """An index that cannot read itself back is not "indexed": read every table once."""
+    from aivault.indexer.store import connect, verify_readable
+
+    con = connect(home.db_path, read_only=True)
+    try:
+        verify_readable(con, home.db_path)
+    finally:
+        con.close()
+
+
+def _wait_vectors(service: Any) -> None:
+    """Until every eligible chunk has a vector (or the semantic layer reports it cannot)."""
+    while True:
+        st = service.stats()
+        if st.get("semanticState") in ("unavailable", "off"):
+            raise CliError(f"semantic search is unavailable: {st.get('semanticError') or 'turned off in config.json'}")
+        if st.get("semanticEmbedded") == st.get("semanticEligible") and st.get("vectorIndex"):
+            return
+        time.sleep(0.5)
+
+
+def _stats_over_rpc(home: Home) -> dict[str, Any]:
+    from aivault.broker.client import RpcClient
+
+    c = RpcClient.for_home(home, timeout_s=5)
+    try:
+        value: dict[str, Any] = c.call(METHOD_STATS, {})
+        return value
+    finally:
+        c.close()
+
+
+def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]], bar: ProgressLine) -> dict[str, Any]:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.2)
+        with contextlib.suppress(AivaultError):
+            bar.update(stats())
+    bar.finish()
+    if "error" in box:
+        raise box["error"]
+    value: dict[str, Any] = box["value"]
+    return value
+
+
+def cmd_clear(args: argparse.Namespace, home: Home) -> int:
+    """Delete the index and its sidecars (never a transcript); rebuild if consent is on."""
+    conn = Connection(home)
+    if conn.rpc is not None:
+        value = conn.rpc.call(METHOD_CLEAR, {}, timeout_s=600)
+        if args.json:
+            print(json.dumps(value))
+            return EXIT_OK
+        note = "rebuilding in the daemon" if value.get("rebuilding") else "not rebuilding: search is disabled"
+        print(f"cleared the index in {home.path} ({len(value.get('removed', []))} file(s) removed); {note}")
+        return EXIT_OK
+    from aivault.query.local import clear_offline
+
+    _roots(home, args)
+    # The old database is never opened: clear is the way out of a damaged one.
+    removed = clear_offline(home)
+    daemon = _run_daemon(home, args, schedule=False)
+    try:
+        value = {"cleared": True, "removed": removed, "rebuilding": daemon.service.policy.enabled,
+                 "identity": daemon.service.indexer.identity}
+        summary: dict[str, Any] | None = None
+        if value["rebuilding"]:
+            daemon.service.start()
+            bar = ProgressLine()
+            summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
+            daemon.service.indexer.compact().result()
+    finally:
+        daemon.close()
+    if args.json:
+        print(json.dumps({**value, "rebuild": summary}))
+        return EXIT_OK
+    print(f"cleared the index in {home.path} ({len(value['removed'])} file(s) removed)"
+          + (f"; rebuilt: {summary['messages']:,} messages from {summary['files_changed']:,} files" if summary
+             else "; not rebuilt: search is disabled (`aivault enable` turns it on)"))
+    return EXIT_OK
