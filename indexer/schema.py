@@ -195,3 +195,34 @@ COUNT_VOCAB: Final = "SELECT count(*) FROM vocab_log"
 DEDUPE_VOCAB: Final = """DELETE FROM vocab_log WHERE rowid IN (
     SELECT rowid FROM (SELECT rowid, row_number() OVER (PARTITION BY term ORDER BY rowid) AS n FROM vocab_log)
     WHERE n > 1)"""
+
+# Small statements of the writer and its helpers.
+SET_NEXT_SEGMENT: Final = "UPDATE meta SET next_segment = ?"
+RAISE_NEXT_SEGMENT: Final = "UPDATE meta SET next_segment = greatest(next_segment, ?)"
+CREATE_STAGING: Final = "CREATE OR REPLACE TABLE {staging} AS {union}"
+COUNT_META: Final = "SELECT count(*) FROM meta"
+SELECT_GENERATION: Final = "SELECT generation FROM meta"
+SELECT_IDENTITY: Final = "SELECT identity FROM meta"
+LIST_TABLES: Final = "SELECT table_name FROM duckdb_tables() ORDER BY table_name"
+# Reading a whole table back: hashing every column makes DuckDB read (and checksum) each block;
+# a count would be answered from metadata.
+READ_EVERY_COLUMN: Final = 'SELECT max(hash(COLUMNS(*))) FROM "{table}"'
+# Rows of an unfinished commit: ids at or past the counter a commit advances (indexer/store.py).
+COUNT_UNFINISHED: Final = "SELECT count(*) FROM {table} WHERE {col} >= ?"
+DELETE_UNFINISHED: Final = "DELETE FROM {table} WHERE {col} >= ?"
+COUNT_EXPIRED_FILES: Final = "SELECT count(*) FROM files WHERE expired"
+DELETE_ALL_VECTORS: Final = "DELETE FROM vectors"
+
+# Re-indexing after a tokenizer change (``reindex_if_stale``). The postings, the vocabulary and
+# the chunk lengths (BM25's dl) hold terms cut by the old tokenizer; sessions and files are what
+# was read with it, and without their rows the next full pass reads every transcript again.
+# Titles (display only) and the vectors stay: vectors are keyed by the chunk text's hash, which no
+# tokenizer enters, so re-indexed text finds its vector again instead of being re-embedded.
+FORGET_INDEXED: Final = ("DELETE FROM chunks", "DELETE FROM sessions", "DELETE FROM files",
+                         "DELETE FROM vocab_log", "DELETE FROM segments")
+# The id counters keep advancing (an id is never handed out twice: the unfinished-commit check and
+# the vector watermark rely on it); the generation advances so that every old cursor is stale.
+RESET_META: Final = "UPDATE meta SET tokenizer = ?, generation = generation + 1, n_chunks = 0, sum_dl = 0"
+# The vector sidecar lists chunk ids that no longer exist: a new epoch makes it untrusted, so it is
+# rebuilt from the (kept) stored vectors as chunks come back.
+NEW_VECTOR_EPOCH: Final = "UPDATE vector_state SET epoch = epoch + 1"

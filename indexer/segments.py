@@ -128,7 +128,7 @@ class SegmentSet:
             with transaction(con):
                 con.execute(q.CREATE_SEGMENT.format(name=name))
                 con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
-                con.execute("UPDATE meta SET next_segment = ?", [next_segment])
+                con.execute(q.SET_NEXT_SEGMENT, [next_segment])
             out.segments.append(Segment(name, "active", 0))
         return out, next_segment
 
@@ -140,7 +140,7 @@ class SegmentSet:
             con.execute(q.CREATE_SEGMENT.format(name=name))
             con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
             con.execute(q.SET_SEGMENT_STATE, ["frozen", old.name])
-            con.execute("UPDATE meta SET next_segment = ?", [next_segment + 1])
+            con.execute(q.SET_NEXT_SEGMENT, [next_segment + 1])
         old.state = "frozen"
         self.segments.append(Segment(name, "active", 0))
         return next_segment + 1
@@ -212,7 +212,7 @@ class SegmentSet:
             else:
                 return self._count(con, plan)
         staging = f"{plan.target}_staging"
-        con.execute(f"CREATE OR REPLACE TABLE {staging} AS {union}")
+        con.execute(q.CREATE_STAGING.format(staging=staging, union=union))
         try:
             con.execute(merge.format(inputs=f"SELECT * FROM {staging}"))
         finally:
@@ -230,7 +230,7 @@ class SegmentSet:
             for s in plan.inputs:
                 con.execute(q.DELETE_SEGMENT_ROW, [s.name])
             con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", now_ms()])
-            con.execute("UPDATE meta SET next_segment = greatest(next_segment, ?)", [next_segment])
+            con.execute(q.RAISE_NEXT_SEGMENT, [next_segment])
         names = {s.name for s in plan.inputs}
         sorted_before = [s for s in self.segments if s.state == "sorted" and s.name not in names]
         others = [s for s in self.segments if s.state != "sorted" and s.name not in names]

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
 
 import duckdb
 
@@ -166,8 +165,8 @@ def verify_readable(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     Counting rows is answered from metadata, so each column is hashed to make DuckDB read it.
     """
     try:
-        for (table,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY table_name").fetchall():
-            con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
+        for (table,) in con.execute(q.LIST_TABLES).fetchall():
+            con.execute(q.READ_EVERY_COLUMN.format(table=table)).fetchall()
     except duckdb.Error as exc:
         raise damaged(path, exc) from exc
 
@@ -257,7 +256,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> Meta:
             for stmt in q.MIGRATIONS[v]:
                 con.execute(stmt)
             con.execute(q.INSERT_VERSION, [v, now_ms()])
-        if con.execute("SELECT count(*) FROM meta").fetchone() == (0,):
+        if con.execute(q.COUNT_META).fetchone() == (0,):
             con.execute(q.INSERT_META, [uuid.uuid4().hex, now_ms(), TOKENIZER_VERSION])
         con.execute("COMMIT")
     except BaseException:
@@ -283,7 +282,7 @@ _WATERMARKED = (("chunks", "chunk", "next_chunk"), ("sessions", "sess", "next_se
 def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int]]:
     """(table, id column, first id no commit has handed out) for every table a batch appends to."""
     checks = [(t, col, int(getattr(meta, counter))) for t, col, counter in _WATERMARKED]
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    tables = {r[0] for r in con.execute(q.LIST_TABLES).fetchall()}
     checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()
                if name in tables]
     return checks
@@ -292,7 +291,7 @@ def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[
 def _unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int, int]]:
     out = []
     for table, col, watermark in _watermark_checks(con, meta):
-        row = con.execute(f"SELECT count(*) FROM {table} WHERE {col} >= ?", [watermark]).fetchone()
+        row = con.execute(q.COUNT_UNFINISHED.format(table=table, col=col), [watermark]).fetchone()
         if row and row[0]:
             out.append((table, col, watermark, int(row[0])))
     return out
@@ -319,27 +318,12 @@ def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, i
         return {}
     with transaction(con):
         for table, col, watermark, _ in found:
-            con.execute(f"DELETE FROM {table} WHERE {col} >= ?", [watermark])
+            con.execute(q.DELETE_UNFINISHED.format(table=table, col=col), [watermark])
     con.execute("CHECKPOINT")
     removed = {table: n for table, _, _, n in found}
     _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
                  "committing; DuckDB had kept part of that commit)", rows=removed)
     return removed
-
-
-# Re-indexing after a tokenizer change (``reindex_if_stale``). The postings, the vocabulary and
-# the chunk lengths (BM25's dl) hold terms cut by the old tokenizer; sessions and files are what
-# was read with it, and without their rows the next full pass reads every transcript again.
-# Titles (display only) and the vectors stay: vectors are keyed by the chunk text's hash, which no
-# tokenizer enters, so re-indexed text finds its vector again instead of being re-embedded.
-FORGET_INDEXED: Final = ("DELETE FROM chunks", "DELETE FROM sessions", "DELETE FROM files",
-                         "DELETE FROM vocab_log", "DELETE FROM segments")
-# The id counters keep advancing (an id is never handed out twice: the unfinished-commit check and
-# the vector watermark rely on it); the generation advances so that every old cursor is stale.
-RESET_META: Final = "UPDATE meta SET tokenizer = ?, generation = generation + 1, n_chunks = 0, sum_dl = 0"
-# The vector sidecar lists chunk ids that no longer exist: a new epoch makes it untrusted, so it is
-# rebuilt from the (kept) stored vectors as chunks come back.
-NEW_VECTOR_EPOCH: Final = "UPDATE vector_state SET epoch = epoch + 1"
 
 
 def reindex_if_stale(con: duckdb.DuckDBPyConnection, meta: Meta) -> Meta:
@@ -354,10 +338,10 @@ def reindex_if_stale(con: duckdb.DuckDBPyConnection, meta: Meta) -> Meta:
     with transaction(con):
         for name in segments:
             con.execute(q.DROP_SEGMENT.format(name=name))
-        for stmt in FORGET_INDEXED:
+        for stmt in q.FORGET_INDEXED:
             con.execute(stmt)
-        con.execute(RESET_META, [TOKENIZER_VERSION])
-        con.execute(NEW_VECTOR_EPOCH)
+        con.execute(q.RESET_META, [TOKENIZER_VERSION])
+        con.execute(q.NEW_VECTOR_EPOCH)
     new = read_meta(con)
     _log.warning("the index was built by another tokenizer version: its text index was emptied and every "
                  "transcript is read again by this indexing pass", indexed=meta.tokenizer, current=TOKENIZER_VERSION,

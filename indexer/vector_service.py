@@ -293,7 +293,7 @@ class ReadOnlyVectors:
         cur = self.con.cursor()
         try:
             row = cur.execute(q.SELECT_VECTOR_STATE).fetchone()
-            ident = cur.execute("SELECT identity FROM meta").fetchone()
+            ident = cur.execute(q.SELECT_IDENTITY).fetchone()
         finally:
             cur.close()
         if row is None or ident is None or str(row[0]) != self.fingerprint:

@@ -219,7 +219,7 @@ class Writer:
 
     def forget_expired(self) -> int:
         """Drop the rows of expired files so the next full pass reads them again (retention changed)."""
-        row = self.con.execute("SELECT count(*) FROM files WHERE expired").fetchone()
+        row = self.con.execute(q.COUNT_EXPIRED_FILES).fetchone()
         self.con.execute(q.FORGET_EXPIRED_FILES)
         for path in [p for p, e in self.files.items() if e.expired]:
             del self.files[path]
@@ -246,7 +246,7 @@ class Writer:
             else:
                 _log.warning("embedding model changed: all vectors are rebuilt", old=self.vstate.fingerprint,
                              new=fingerprint)
-                con.execute("DELETE FROM vectors")
+                con.execute(q.DELETE_ALL_VECTORS)
                 v = VectorState(fingerprint, 0, self.vstate.epoch + 1)
                 con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
                 meta = self.meta.advanced(generation=self.meta.generation + 1)

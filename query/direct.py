@@ -102,7 +102,7 @@ class DirectService:
         try:
             obs = dict(cur.execute(q.SELECT_OBSERVATIONS).fetchall())
             row = cur.execute(q.COUNT_PRESENT_FILES).fetchone()
-            gen = cur.execute("SELECT generation FROM meta").fetchone()
+            gen = cur.execute(q.SELECT_GENERATION).fetchone()
         finally:
             cur.close()
         from aivault.scanner.discover import default_roots
