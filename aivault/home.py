@@ -6,10 +6,11 @@ Layout (format version 1, docs/protocol.md §3):
       index.duckdb              the index (only the indexer opens it read-write)
       index.duckdb.wal          DuckDB's write-ahead log
       key                       32 random bytes: signs RPC frames and cursors (0600)
-      config.json               extra transcript roots (optional)
+      policy.json               consent and retention: {enabled, historyDays} (aivault/policy.py)
+      config.json               extra transcript roots, embedding setup (optional; aivault/config.py)
       daemon.sock               the broker's RPC socket (ipc://)
       ingest.sock               the scanner -> indexer socket (ipc://)
-      daemon.pid                pid of a running `aivault serve`
+      daemon.pid                pid of the writer (`aivault serve` or `index`), flock-ed while it runs
       vectors.faiss/.json       the FAISS index of chunk vectors and the header vouching for it
 
 Converted embedding models are a per-user cache, not index data: see ``models_dir``.
