@@ -2,15 +2,18 @@
 
     python -m bench.gen_corpus --out DIR --messages N [--seed 1] [--codex-share 0.4]
 
-The layout and record shapes follow docs FORMATS.md §1 (Claude Code) and §2 (Codex) so the output can
-be fed both to our scanner and to peer tools. ``manifest.json`` reports the exact number of normalized
-messages (FORMATS.md §0: one per content block; bookkeeping, injected context and the duplicate Codex
-``event_msg`` stream do not count), which is what the benchmark divides timings by.
+The layout and record shapes follow docs/formats.md §1 (Claude Code) and §2 (Codex) so the output can
+be fed both to our scanner and to peer tools; the records come from ``tests.builders.claude`` and
+``tests.builders.codex``, the functions the tests and the quality benchmark write with too.
+``manifest.json`` reports the exact number of normalized messages (docs/formats.md §0: one per content
+block; bookkeeping, injected context and the duplicate Codex ``event_msg`` stream do not count), which is
+what the benchmark divides timings by.
 
 Speed comes from doing the expensive text work once: every kind of content (prose, thinking, code,
 test logs, diffs, errors...) is pre-rendered into a large string with unit offsets, and a message is a
 random contiguous window of it, i.e. one slice. Per message the hot loop only draws a few random numbers,
-builds a dict and calls ``orjson.dumps``; each session file is written with a single ``write``.
+builds a dict with those (pure) record functions and calls ``orjson.dumps``; each session file is
+written with a single ``write``.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
+
+from tests.builders import claude, codex
+from tests.builders.common import iso_ms, uuid4, uuid7
 
 __all__ = ["LONG_LINE_MIN", "RARE_PHRASES", "generate", "main"]
 
@@ -39,6 +45,9 @@ LONG_LINE_MIN = 3072
 
 _YEAR_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 _DAY_MS = 86_400_000
+# Newer Codex turn contexts spell the whole sandbox policy out.
+_SANDBOX_POLICY = {"type": "workspace-write", "network_access": False, "exclude_tmpdir_env_var": False,
+                   "exclude_slash_tmp": False}
 
 # ---------------------------------------------------------------------------------------------------
 # Vocabulary
@@ -618,26 +627,6 @@ _TODO_OK = (
 # ---------------------------------------------------------------------------------------------------
 # Small helpers
 # ---------------------------------------------------------------------------------------------------
-
-_DAY_CACHE: dict[int, str] = {}
-
-
-def _iso(ms: int) -> str:
-    """RFC3339 with milliseconds; the day prefix is cached because timestamps are formatted per line."""
-    day_n, rem = divmod(ms, _DAY_MS)
-    day = _DAY_CACHE.get(day_n)
-    if day is None:
-        day = time.strftime("%Y-%m-%d", time.gmtime(day_n * 86_400))
-        _DAY_CACHE[day_n] = day
-    sec, milli = divmod(rem, 1000)
-    hour, sec = divmod(sec, 3600)
-    minute, sec = divmod(sec, 60)
-    return f"{day}T{hour:02d}:{minute:02d}:{sec:02d}.{milli:03d}Z"
-
-
-def _munge(cwd: str) -> str:
-    return "".join(c if c.isalnum() and c.isascii() else "-" for c in cwd)
-
 
 class _Corpus:
     """Units (sentences or lines) rendered into one string; a window of k units is a single slice."""
@@ -1293,14 +1282,6 @@ class _Pools:
 # Indexes into _Gen.kind_counts.
 _K_USER, _K_ATEXT, _K_THINK, _K_CALL, _K_RESULT = range(5)
 
-_INJECTED_PREFIXES = (
-    "# AGENTS.md instructions",
-    "<environment_context>",
-    "<user_instructions>",
-    "<INSTRUCTIONS>",
-    "<permissions instructions>",
-)
-
 
 @dataclass(slots=True)
 class _CSess:
@@ -1320,6 +1301,12 @@ class _CSess:
     msgs: int = 0
     msg_id: str = ""
     req_id: str = ""
+    fields: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The envelope fields that never change within a transcript, built once rather than per record.
+        self.fields = claude.session_fields(self.sid, self.cwd, self.branch, version=self.version,
+                                            agent_id=self.agent_id, slug=self.slug)
 
 
 @dataclass(slots=True)
@@ -1385,14 +1372,6 @@ class _Gen:
             os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
         self.files += 1
         self.bytes += len(data)
-
-    def _uuid4(self) -> str:
-        h = f"{self.r.getrandbits(128):032x}"
-        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
-
-    def _uuid7(self, ms: int) -> str:
-        h = f"{ms & 0xFFFFFFFFFFFF:012x}{self.r.getrandbits(80):020x}"
-        return f"{h[:8]}-{h[8:12]}-7{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
 
     def _rid(self, n: int) -> str:
         bits = n * 6 + 6
@@ -1629,43 +1608,24 @@ class _Gen:
 
     # -- Claude Code --------------------------------------------------------------------------------
 
-    def _c_env(self, s: _CSess, typ: str) -> dict[str, Any]:
-        u = self._uuid4()
-        d: dict[str, Any] = {
-            "parentUuid": s.parent,
-            "isSidechain": s.agent_id is not None,
-            "userType": "external",
-            "cwd": s.cwd,
-            "sessionId": s.sid,
-            "version": s.version,
-            "gitBranch": s.branch,
-        }
-        if s.agent_id is not None:
-            d["agentId"] = s.agent_id
-        d["slug"] = s.slug
-        d["type"] = typ
-        d["uuid"] = u
-        d["timestamp"] = _iso(s.t)
+    def _c_link(self, s: _CSess) -> tuple[str, str | None]:
+        """A new record's uuid and its parent's; the new record is the parent of the next one."""
+        u = uuid4(self.r)
+        parent = s.parent
         s.parent = u
-        return d
+        return u, parent
 
     def _c_user_text(self, s: _CSess, text: str) -> None:
-        d = self._c_env(s, "user")
-        d["message"] = {
-            "role": "user",
-            "content": text if self.r.random() < 0.8 else [{"type": "text", "text": text}],
-        }
-        d["permissionMode"] = "default"
-        d["promptId"] = self._uuid4()
+        u, parent = self._c_link(s)
+        content = text if self.r.random() < 0.8 else [claude.text_block(text)]
+        d = claude.user_prompt(s.fields, u, parent, iso_ms(s.t), content, prompt_id=uuid4(self.r))
         s.lines.append(orjson.dumps(d) + b"\n")
         s.msgs += 1
         self._count(_K_USER)
 
     def _c_meta(self, s: _CSess, text: str) -> None:
-        d = self._c_env(s, "user")
-        d["message"] = {"role": "user", "content": text}
-        d["isMeta"] = True
-        s.lines.append(orjson.dumps(d) + b"\n")
+        u, parent = self._c_link(s)
+        s.lines.append(orjson.dumps(claude.meta_user(s.fields, u, parent, iso_ms(s.t), text)) + b"\n")
 
     def _c_new_response(self, s: _CSess) -> None:
         s.msg_id = "msg_01" + self._rid(22)
@@ -1674,24 +1634,15 @@ class _Gen:
     def _c_asst(self, s: _CSess, block: dict[str, Any], kind: int) -> None:
         r = self.r
         s.t += 300 + int(r.random() * 6000)
-        d = self._c_env(s, "assistant")
-        d["message"] = {
-            "model": s.model,
-            "id": s.msg_id,
-            "type": "message",
-            "role": "assistant",
-            "content": [block],
-            "stop_reason": "tool_use" if kind == _K_CALL else None,
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": 1 + int(r.random() * 30),
-                "cache_creation_input_tokens": int(r.random() * 4000),
-                "cache_read_input_tokens": int(r.random() * 90000),
-                "output_tokens": 1 + int(r.random() * 900),
-                "service_tier": "standard",
-            },
-        }
-        d["requestId"] = s.req_id
+        u, parent = self._c_link(s)
+        # Drawn in the order the record lists them, so a seed's corpus does not depend on the call below.
+        tokens_in = 1 + int(r.random() * 30)
+        cache_creation = int(r.random() * 4000)
+        cache_read = int(r.random() * 90000)
+        tokens_out = 1 + int(r.random() * 900)
+        usage = claude.token_usage(tokens_in, tokens_out, cache_creation, cache_read, "standard")
+        d = claude.assistant(s.fields, u, parent, iso_ms(s.t), block, message_id=s.msg_id, request_id=s.req_id,
+                             model=s.model, stop_reason="tool_use" if kind == _K_CALL else None, usage=usage)
         s.lines.append(orjson.dumps(d) + b"\n")
         s.msgs += 1
         self._count(kind)
@@ -1699,15 +1650,9 @@ class _Gen:
     def _c_result(self, s: _CSess, tool_id: str, content: Any, is_error: bool, tur: Any, source: str) -> None:
         r = self.r
         s.t += 100 + int(r.random() ** 3 * 30000)
-        d = self._c_env(s, "user")
-        d["message"] = {
-            "role": "user",
-            "content": [
-                {"tool_use_id": tool_id, "type": "tool_result", "content": content, "is_error": is_error}
-            ],
-        }
-        d["toolUseResult"] = tur
-        d["sourceToolAssistantUUID"] = source
+        u, parent = self._c_link(s)
+        d = claude.tool_result(s.fields, u, parent, iso_ms(s.t), tool_id, content, is_error=is_error, result=tur,
+                               source=source)
         s.lines.append(orjson.dumps(d) + b"\n")
         s.msgs += 1
         self._count(_K_RESULT)
@@ -1886,17 +1831,7 @@ class _Gen:
         p = self.pools
         s.t += (5_000 if first else 20_000) + int(r.random() ** 2 * 900_000)
         if not sub:
-            s.lines.append(
-                orjson.dumps(
-                    {
-                        "type": "file-history-snapshot",
-                        "messageId": self._uuid4(),
-                        "snapshot": {"messageId": "", "trackedFileBackups": {}, "timestamp": _iso(s.t)},
-                        "isSnapshotUpdate": False,
-                    }
-                )
-                + b"\n"
-            )
+            s.lines.append(orjson.dumps(claude.file_history_snapshot(uuid4(self.r), iso_ms(s.t))) + b"\n")
             if r.random() < 0.05:
                 self._c_meta(s, f"<system-reminder>\n{p.prose.window(r, 2)}\n</system-reminder>")
         self._c_user_text(s, prompt if prompt is not None else self._prompt())
@@ -1904,17 +1839,10 @@ class _Gen:
         for i in range(rounds):
             self._c_new_response(s)
             if r.random() < (0.75 if i == 0 else 0.3):
-                self._c_asst(
-                    s,
-                    {
-                        "type": "thinking",
-                        "thinking": self._sentences(p.thinking, 2.5),
-                        "signature": self._blob(150, 600),
-                    },
-                    _K_THINK,
-                )
+                thinking = self._sentences(p.thinking, 2.5)
+                self._c_asst(s, claude.thinking_block(thinking, self._blob(150, 600)), _K_THINK)
             if r.random() < (0.55 if i == 0 else 0.3):
-                self._c_asst(s, {"type": "text", "text": self._sentences(p.prose, 1.2)}, _K_ATEXT)
+                self._c_asst(s, claude.text_block(self._sentences(p.prose, 1.2)), _K_ATEXT)
             if spawn and i == 0:
                 self._c_spawn(s)
                 continue
@@ -1923,40 +1851,23 @@ class _Gen:
             for _ in range(ntools):
                 name, inp, capable, thunk = self._c_tool(s, not sub)
                 tid = "toolu_01" + self._rid(22)
-                self._c_asst(s, {"type": "tool_use", "id": tid, "name": name, "input": inp}, _K_CALL)
+                self._c_asst(s, claude.tool_use_block(tid, name, inp), _K_CALL)
                 calls.append((tid, name, capable, thunk, s.parent))
             for tid, name, capable, thunk, src in calls:
                 content, is_err, tur = thunk(self._long_due(capable))
                 if name == "Bash" and r.random() < 0.3:
-                    d = self._c_env(s, "progress")
-                    d["data"] = {
-                        "type": "bash_progress",
-                        "output": "",
-                        "fullOutput": "",
-                        "elapsedTimeSeconds": int(r.random() * 30),
-                        "totalLines": 0,
-                    }
-                    d["toolUseID"] = tid
-                    d["parentToolUseID"] = tid
+                    u, parent = self._c_link(s)
+                    d = claude.bash_progress(s.fields, u, parent, iso_ms(s.t), tid, int(r.random() * 30))
                     s.lines.append(orjson.dumps(d) + b"\n")
                 self._c_result(s, tid, content, is_err, tur, src or "")
         self._c_new_response(s)
         if r.random() < 0.2:
-            self._c_asst(
-                s,
-                {
-                    "type": "thinking",
-                    "thinking": self._sentences(p.thinking, 1.5),
-                    "signature": self._blob(150, 500),
-                },
-                _K_THINK,
-            )
-        self._c_asst(s, {"type": "text", "text": self._sentences(p.prose, 4.0)}, _K_ATEXT)
+            thinking = self._sentences(p.thinking, 1.5)
+            self._c_asst(s, claude.thinking_block(thinking, self._blob(150, 500)), _K_THINK)
+        self._c_asst(s, claude.text_block(self._sentences(p.prose, 4.0)), _K_ATEXT)
         if not sub and r.random() < 0.4:
-            d = self._c_env(s, "system")
-            d["subtype"] = "turn_duration"
-            d["durationMs"] = int(r.random() * 300_000)
-            d["isMeta"] = False
+            u, parent = self._c_link(s)
+            d = claude.turn_duration(s.fields, u, parent, iso_ms(s.t), int(r.random() * 300_000))
             s.lines.append(orjson.dumps(d) + b"\n")
 
     def _c_spawn(self, s: _CSess) -> None:
@@ -1966,16 +1877,8 @@ class _Gen:
         tid = "toolu_01" + self._rid(22)
         prompt = f"{r.choice(p.prompts)}. Report the relevant files and line numbers."
         desc = p.phrase_corpus.window(r, 1)[:60]
-        self._c_asst(
-            s,
-            {
-                "type": "tool_use",
-                "id": tid,
-                "name": "Task",
-                "input": {"description": desc, "prompt": prompt, "subagent_type": "Explore"},
-            },
-            _K_CALL,
-        )
+        task = {"description": desc, "prompt": prompt, "subagent_type": "Explore"}
+        self._c_asst(s, claude.tool_use_block(tid, "Task", task), _K_CALL)
         src = s.parent or ""
         agent_id = f"a{self.r.getrandbits(64):016x}"
         sub = _CSess(
@@ -1990,7 +1893,7 @@ class _Gen:
             t=s.t + 200,
             agent_id=agent_id,
         )
-        base = self.out / "claude" / "projects" / _munge(s.cwd) / s.sid / "subagents"
+        base = claude.subagent_dir(self.out / "claude" / "projects", s.cwd, s.sid)
         target = 8 + int(r.random() * 50)
         self.claude_subagents += 1
         try:
@@ -1999,20 +1902,20 @@ class _Gen:
                 self._c_turn(sub, False, False, True, prompt="continue")
         finally:
             self._write(base / f"agent-{agent_id}.jsonl", b"".join(sub.lines), sub.t)
-            self._write(base / f"agent-{agent_id}.meta.json", orjson.dumps({"agentType": "Explore"}))
+            self._write(base / f"agent-{agent_id}.meta.json", orjson.dumps(claude.subagent_meta("Explore")))
         s.t = sub.t + 500
         summary = self._sentences(p.prose, 5.0)
         self._long_due(False)
         self._c_result(
             s,
             tid,
-            [{"type": "text", "text": summary}],
+            [claude.text_block(summary)],
             False,
             {
                 "status": "completed",
                 "prompt": prompt,
                 "agentId": agent_id,
-                "content": [{"type": "text", "text": summary}],
+                "content": [claude.text_block(summary)],
                 "totalDurationMs": sub.t - s.t + 60_000,
                 "totalTokens": int(r.random() * 90_000),
                 "totalToolUseCount": sub.msgs // 3,
@@ -2023,7 +1926,7 @@ class _Gen:
     def _claude_session(self, proj: _Project, cwd: str, start: int, target: int) -> None:
         r = self.r
         p = self.pools
-        sid = self._uuid4()
+        sid = uuid4(self.r)
         words = p.common[60:]
         s = _CSess(
             lines=[],
@@ -2036,24 +1939,15 @@ class _Gen:
             project=proj,
             t=start,
         )
-        path = self.out / "claude" / "projects" / _munge(cwd) / f"{sid}.jsonl"
+        path = claude.session_path(self.out / "claude" / "projects", cwd, sid)
         self.claude_sessions += 1
         stopped = False
         try:
             if s.version.startswith("2.0") and r.random() < 0.3:
-                s.lines.append(
-                    orjson.dumps(
-                        {"type": "summary", "summary": r.choice(p.titles), "leafUuid": self._uuid4()}
-                    )
-                    + b"\n"
-                )
+                title = r.choice(p.titles)
+                s.lines.append(orjson.dumps(claude.summary(title, uuid4(self.r))) + b"\n")
             if r.random() < 0.15:
-                s.lines.append(
-                    orjson.dumps(
-                        {"type": "permission-mode", "permissionMode": "acceptEdits", "sessionId": sid}
-                    )
-                    + b"\n"
-                )
+                s.lines.append(orjson.dumps(claude.permission_mode("acceptEdits", sid)) + b"\n")
             if r.random() < 0.08:
                 self._c_meta(s, _CAVEAT)
             spawn_turn = int(r.random() * 3) if r.random() < 0.05 else -1
@@ -2065,28 +1959,10 @@ class _Gen:
             stopped = True
         if not stopped:
             if r.random() < 0.1:
-                s.lines.append(
-                    orjson.dumps(
-                        {"type": "custom-title", "customTitle": r.choice(p.titles), "sessionId": sid}
-                    )
-                    + b"\n"
-                )
+                s.lines.append(orjson.dumps(claude.custom_title(r.choice(p.titles), sid)) + b"\n")
             if r.random() < 0.5:
-                s.lines.append(
-                    orjson.dumps({"type": "ai-title", "aiTitle": r.choice(p.titles), "sessionId": sid})
-                    + b"\n"
-                )
-            s.lines.append(
-                orjson.dumps(
-                    {
-                        "type": "last-prompt",
-                        "lastPrompt": r.choice(p.prompts)[:200],
-                        "leafUuid": s.parent,
-                        "sessionId": sid,
-                    }
-                )
-                + b"\n"
-            )
+                s.lines.append(orjson.dumps(claude.ai_title(r.choice(p.titles), sid)) + b"\n")
+            s.lines.append(orjson.dumps(claude.last_prompt(r.choice(p.prompts)[:200], s.parent, sid)) + b"\n")
         self._write(path, b"".join(s.lines), s.t)
         if stopped:
             raise _Stop
@@ -2094,19 +1970,10 @@ class _Gen:
     # -- Codex --------------------------------------------------------------------------------------
 
     def _x_line(self, s: _XSess, typ: str, payload: dict[str, Any]) -> None:
-        s.lines.append(orjson.dumps({"timestamp": _iso(s.t), "type": typ, "payload": payload}) + b"\n")
+        s.lines.append(orjson.dumps(codex.line(iso_ms(s.t), typ, payload)) + b"\n")
 
     def _x_env_ctx(self, s: _XSess) -> None:
-        text = (
-            f"<environment_context>\n  <cwd>{s.cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
-            "  <sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>restricted</network_access>\n"
-            "  <shell>zsh</shell>\n</environment_context>"
-        )
-        self._x_line(
-            s,
-            "response_item",
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-        )
+        self._x_line(s, "response_item", codex.user_item(codex.environment_context(s.cwd, shell="zsh")))
 
     def _x_tokens(self, s: _XSess) -> None:
         r = self.r
@@ -2114,61 +1981,44 @@ class _Gen:
         last_out = 20 + int(r.random() * 2000)
         s.tok_in += last_in
         s.tok_out += last_out
-        cached = int(last_in * 0.8)
-        self._x_line(
-            s,
-            "event_msg",
-            {
-                "type": "token_count",
-                "info": {
-                    "total_token_usage": {
-                        "input_tokens": s.tok_in,
-                        "cached_input_tokens": int(s.tok_in * 0.8),
-                        "output_tokens": s.tok_out,
-                        "reasoning_output_tokens": s.tok_out // 3,
-                        "total_tokens": s.tok_in + s.tok_out,
-                    },
-                    "last_token_usage": {
-                        "input_tokens": last_in,
-                        "cached_input_tokens": cached,
-                        "output_tokens": last_out,
-                        "reasoning_output_tokens": last_out // 3,
-                        "total_tokens": last_in + last_out,
-                    },
-                    "model_context_window": 272000,
-                },
-                "rate_limits": {
-                    "primary": {
-                        "used_percent": float(int(r.random() * 100)),
-                        "window_minutes": 300,
-                        "resets_at": s.t // 1000 + 3600,
-                    },
-                    "secondary": {
-                        "used_percent": float(int(r.random() * 60)),
-                        "window_minutes": 10080,
-                        "resets_at": s.t // 1000 + 400_000,
-                    },
-                },
+        total = {
+            "input_tokens": s.tok_in,
+            "cached_input_tokens": int(s.tok_in * 0.8),
+            "output_tokens": s.tok_out,
+            "reasoning_output_tokens": s.tok_out // 3,
+            "total_tokens": s.tok_in + s.tok_out,
+        }
+        last = {
+            "input_tokens": last_in,
+            "cached_input_tokens": int(last_in * 0.8),
+            "output_tokens": last_out,
+            "reasoning_output_tokens": last_out // 3,
+            "total_tokens": last_in + last_out,
+        }
+        limits = {
+            "primary": {
+                "used_percent": float(int(r.random() * 100)),
+                "window_minutes": 300,
+                "resets_at": s.t // 1000 + 3600,
             },
-        )
+            "secondary": {
+                "used_percent": float(int(r.random() * 60)),
+                "window_minutes": 10080,
+                "resets_at": s.t // 1000 + 400_000,
+            },
+        }
+        payload = codex.token_count(total, last=last, context_window=codex.CONTEXT_WINDOW, rate_limits=limits)
+        self._x_line(s, "event_msg", payload)
 
     def _x_message(self, s: _XSess, role: str, text: str) -> None:
         if role == "user":
-            self._x_line(
-                s,
-                "response_item",
-                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-            )
-            self._x_line(s, "event_msg", {"type": "user_message", "message": text, "images": []})
+            self._x_line(s, "response_item", codex.user_item(text))
+            self._x_line(s, "event_msg", codex.user_event(text))
             s.msgs += 1
             self._count(_K_USER)
         else:
-            self._x_line(s, "event_msg", {"type": "agent_message", "message": text})
-            self._x_line(
-                s,
-                "response_item",
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
-            )
+            self._x_line(s, "event_msg", codex.agent_event(text))
+            self._x_line(s, "response_item", codex.assistant_item(text))
             s.msgs += 1
             self._count(_K_ATEXT)
 
@@ -2177,17 +2027,8 @@ class _Gen:
         r = self.r
         s.t += 500 + int(r.random() * 8000)
         text = f"**{r.choice(p.reason_heads)}**\n\n{self._sentences(p.thinking, mean)}"
-        self._x_line(s, "event_msg", {"type": "agent_reasoning", "text": text})
-        self._x_line(
-            s,
-            "response_item",
-            {
-                "type": "reasoning",
-                "summary": [{"type": "summary_text", "text": text}],
-                "content": None,
-                "encrypted_content": "gAAAAAB" + self._blob(300, 1200),
-            },
-        )
+        self._x_line(s, "event_msg", codex.reasoning_event(text))
+        self._x_line(s, "response_item", codex.reasoning_item(text, "gAAAAAB" + self._blob(300, 1200)))
         s.msgs += 1
         self._count(_K_THINK)
 
@@ -2204,26 +2045,9 @@ class _Gen:
             a = int(r.random() * (vf.n - k + 1))
             old = vf.raw.span(a, k).split("\n")
             new = r.choice(p.code_lines[lang])
-            patch = (
-                "*** Begin Patch\n*** Update File: "
-                + vf.rel
-                + "\n@@\n"
-                + "".join(f" {ln}\n" for ln in old[:1])
-                + "".join(f"-{ln}\n" for ln in old[1:])
-                + f"+{new}\n"
-                + "*** End Patch\n"
-            )
-            self._x_line(
-                s,
-                "response_item",
-                {
-                    "type": "custom_tool_call",
-                    "status": "completed",
-                    "call_id": call_id,
-                    "name": "apply_patch",
-                    "input": patch,
-                },
-            )
+            hunk = "".join(f" {ln}\n" for ln in old[:1]) + "".join(f"-{ln}\n" for ln in old[1:]) + f"+{new}\n"
+            patch = codex.update_patch(vf.rel, hunk)
+            self._x_line(s, "response_item", codex.custom_tool_call(call_id, "apply_patch", patch))
             s.msgs += 1
             self._count(_K_CALL)
             s.t += 50 + int(r.random() * 900)
@@ -2238,14 +2062,12 @@ class _Gen:
             else:
                 out = orjson.dumps(
                     {
-                        "output": f"Success. Updated the following files:\nM {vf.rel}\n",
+                        "output": codex.patch_applied(vf.rel),
                         "metadata": {"exit_code": 0, "duration_seconds": round(r.random() * 0.1, 1)},
                     }
                 ).decode()
             self._long_due(False)
-            self._x_line(
-                s, "response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": out}
-            )
+            self._x_line(s, "response_item", codex.custom_tool_call_output(call_id, out))
             s.msgs += 1
             self._count(_K_RESULT)
             return
@@ -2262,9 +2084,7 @@ class _Gen:
                 {"command": ["bash", "-lc", cmd], "workdir": s.cwd, "timeout_ms": 120000}
             ).decode()
             name = "shell"
-        self._x_line(
-            s, "response_item", {"type": "function_call", "name": name, "arguments": args, "call_id": call_id}
-        )
+        self._x_line(s, "response_item", codex.function_call(name, args, call_id))
         s.msgs += 1
         self._count(_K_CALL)
         s.t += 100 + int(secs * 1000)
@@ -2276,7 +2096,7 @@ class _Gen:
             )
         else:
             text = f"Exit code: {code}\nWall time: {secs:.1f} seconds\nOutput:\n{body}"
-        self._x_line(s, "response_item", {"type": "function_call_output", "call_id": call_id, "output": text})
+        self._x_line(s, "response_item", codex.function_call_output(call_id, text))
         s.msgs += 1
         self._count(_K_RESULT)
 
@@ -2284,32 +2104,14 @@ class _Gen:
         r = self.r
         p = self.pools
         s.t += (3_000 if first else 20_000) + int(r.random() ** 2 * 900_000)
-        s.turn_id = self._uuid7(s.t)
-        self._x_line(
-            s, "event_msg", {"type": "task_started", "turn_id": s.turn_id, "model_context_window": 272000}
-        )
+        s.turn_id = uuid7(s.t, self.r)
+        self._x_line(s, "event_msg", codex.task_started(s.turn_id))
         if not first and r.random() < 0.04:
             proj = s.project
             s.cwd = f"{proj.root}/{r.choice(proj.subdirs)}" if s.cwd == proj.root else proj.root
             self._x_env_ctx(s)
-        self._x_line(
-            s,
-            "turn_context",
-            {
-                "turn_id": s.turn_id,
-                "cwd": s.cwd,
-                "approval_policy": "on-request",
-                "sandbox_policy": {
-                    "type": "workspace-write",
-                    "network_access": False,
-                    "exclude_tmpdir_env_var": False,
-                    "exclude_slash_tmp": False,
-                },
-                "model": s.model,
-                "effort": "medium",
-                "summary": "auto",
-            },
-        )
+        context = codex.turn_context(s.cwd, s.model, turn_id=s.turn_id, sandbox_policy=_SANDBOX_POLICY)
+        self._x_line(s, "turn_context", context)
         self._x_message(s, "user", self._prompt())
         rounds = 1 + min(14, int(r.expovariate(1 / 2.8)))
         for i in range(rounds):
@@ -2325,63 +2127,33 @@ class _Gen:
         final = self._sentences(p.prose, 4.0)
         self._x_message(s, "assistant", final)
         self._x_tokens(s)
-        self._x_line(
-            s, "event_msg", {"type": "task_complete", "turn_id": s.turn_id, "last_agent_message": final}
-        )
+        self._x_line(s, "event_msg", codex.task_complete(final, s.turn_id))
 
     def _codex_session(self, proj: _Project, cwd: str, start: int, target: int) -> None:
         r = self.r
         p = self.pools
-        sid = self._uuid7(start)
+        sid = uuid7(start, self.r)
         s = _XSess(lines=[], sid=sid, cwd=cwd, model=r.choice(_CODEX_MODELS), project=proj, t=start)
-        ts = _iso(start)
+        ts = iso_ms(start)
         archived = r.random() < 0.03
-        fname = f"rollout-{ts[:10]}T{ts[11:13]}-{ts[14:16]}-{ts[17:19]}-{sid}.jsonl"
         if archived:
-            path = self.out / "codex" / "archived_sessions" / fname
+            path = self.out / "codex" / "archived_sessions" / codex.rollout_name(ts, sid)
             self.codex_archived += 1
         else:
-            path = self.out / "codex" / "sessions" / ts[:4] / ts[5:7] / ts[8:10] / fname
+            path = codex.rollout_path(self.out / "codex" / "sessions", ts, sid)
         self.codex_sessions += 1
         branch = r.choice(proj.branches[:1] * 2 + proj.branches)
         vscode = r.random() < 0.3
-        self._x_line(
-            s,
-            "session_meta",
-            {
-                "id": sid,
-                "timestamp": ts,
-                "cwd": cwd,
-                "originator": "codex_vscode" if vscode else "codex_cli_rs",
-                "cli_version": r.choice(_CODEX_VERSIONS),
-                "instructions": None,
-                "source": "vscode" if vscode else "cli",
-                "model_provider": "openai",
-                "base_instructions": {"text": _CODEX_INSTRUCTIONS},
-                "git": {
-                    "commit_hash": f"{r.getrandbits(160):040x}",
-                    "branch": branch,
-                    "repository_url": proj.repo_url,
-                },
-            },
-        )
+        version = r.choice(_CODEX_VERSIONS)
+        meta = codex.session_meta(
+            sid, ts, cwd, branch=branch, commit_hash=f"{r.getrandbits(160):040x}", repository_url=proj.repo_url,
+            originator="codex_vscode" if vscode else "codex_cli_rs", cli_version=version,
+            source="vscode" if vscode else "cli", base_instructions=_CODEX_INSTRUCTIONS)
+        self._x_line(s, "session_meta", meta)
         if r.random() < 0.6:
             md = r.choice(p.agents_md)
-            self._x_line(
-                s,
-                "response_item",
-                {
-                    "type": "message",
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "input_text",
-                            "text": f"# AGENTS.md instructions for {cwd}\n\n"
-                            f"<INSTRUCTIONS>\n{md}\n</INSTRUCTIONS>",
-                        }
-                    ],
-                },
-            )
+            agents = f"# AGENTS.md instructions for {cwd}\n\n<INSTRUCTIONS>\n{md}\n</INSTRUCTIONS>"
+            self._x_line(s, "response_item", codex.user_item(agents))
         self._x_env_ctx(s)
         stopped = False
         try:
@@ -2393,12 +2165,10 @@ class _Gen:
             stopped = True
         if r.random() < 0.3:
             name = r.choice(p.titles)
-            self._x_line(
-                s, "event_msg", {"type": "thread_name_updated", "thread_id": sid, "thread_name": name}
-            )
-            self.codex_index.append((_iso(s.t)[:19] + "Z", sid, name))
+            self._x_line(s, "event_msg", codex.thread_name_updated(sid, name))
+            self.codex_index.append((iso_ms(s.t)[:19] + "Z", sid, name))
             if r.random() < 0.05:
-                self.codex_index.append((_iso(s.t + 3_600_000)[:19] + "Z", sid, r.choice(p.titles)))
+                self.codex_index.append((iso_ms(s.t + 3_600_000)[:19] + "Z", sid, r.choice(p.titles)))
         self._write(path, b"".join(s.lines), s.t)
         if stopped:
             raise _Stop
@@ -2432,7 +2202,7 @@ class _Gen:
         if self.codex_sessions:
             self.codex_index.sort()
             idx = b"".join(
-                orjson.dumps({"id": sid, "thread_name": name, "updated_at": upd}) + b"\n"
+                orjson.dumps(codex.session_index_entry(sid, name, upd)) + b"\n"
                 for upd, sid, name in self.codex_index
             )
             self._write(self.out / "codex" / "session_index.jsonl", idx)

@@ -13,15 +13,7 @@ from typing import Any
 import pytest
 
 from bench.gen_corpus import LONG_LINE_MIN, generate
-
-# FORMATS.md §2: user response_items starting with these are injected context, not user speech.
-INJECTED = (
-    "# AGENTS.md instructions",
-    "<environment_context>",
-    "<user_instructions>",
-    "<INSTRUCTIONS>",
-    "<permissions instructions>",
-)
+from tests.builders.codex import INJECTED_PREFIXES
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 CLAUDE_MAIN = re.compile(rf"claude/projects/(?P<dir>[A-Za-z0-9-]+)/(?P<sid>{UUID})\.jsonl")
@@ -49,7 +41,7 @@ def _session_files(root: Path) -> list[Path]:
 
 
 def _normalized(root: Path, only: Path | None = None) -> list[tuple[str, str]]:
-    """Re-derive the normalized (kind, text) messages with plain json and the FORMATS.md §0 rules."""
+    """Re-derive the normalized (kind, text) messages with plain json and the docs/formats.md §0 rules."""
     out: list[tuple[str, str]] = []
     for path in [only] if only is not None else _session_files(root):
         is_claude = path.relative_to(root).parts[0] == "claude"
@@ -85,7 +77,7 @@ def _normalized(root: Path, only: Path | None = None) -> list[tuple[str, str]]:
             kind = p["type"]
             if kind == "message":
                 text = "".join(c["text"] for c in p["content"])
-                if p["role"] == "user" and text.startswith(INJECTED):
+                if p["role"] == "user" and text.startswith(INJECTED_PREFIXES):
                     continue
                 out.append(("text", text))
             elif kind == "reasoning":
@@ -121,7 +113,7 @@ def test_same_seed_is_byte_identical_and_other_seed_differs(tmp_path: Path) -> N
 
 
 def test_manifest_count_equals_independent_recount(corpus: tuple[Path, dict[str, Any]]) -> None:
-    """manifest.messages (and by_kind) equal a recount made with json and the §0 normalization rules."""
+    """manifest.messages (and by_kind) equal a recount made with json and the docs/formats.md §0 normalization rules."""
     root, manifest = corpus
     msgs = _normalized(root)
     assert manifest["messages"] == 10_000 == len(msgs)
@@ -231,7 +223,7 @@ def test_long_line_rate_parameter_is_honoured(tmp_path: Path) -> None:
 
 
 def test_format_quirks_are_present(corpus: tuple[Path, dict[str, Any]]) -> None:
-    """The corpus exercises the parser gotchas of FORMATS.md §1-§2 rather than an idealized format."""
+    """The corpus exercises the parser gotchas of docs/formats.md §1-§2 rather than an idealized format."""
     root, _ = corpus
     seen: Counter[str] = Counter()
     for path in _session_files(root):

@@ -239,7 +239,7 @@ def test_corpus_is_deterministic_per_seed(tmp_path: Path) -> None:
 
 
 def _expected_messages(steps: tuple[Step, ...]) -> int:
-    # FORMATS.md §0: one message per content block; a tool step is a call and its result.
+    # docs/formats.md §0: one message per content block; a tool step is a call and its result.
     return sum(2 if s.kind in ("shell", "read", "edit") else 1 for s in steps)
 
 

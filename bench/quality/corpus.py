@@ -27,7 +27,9 @@ from typing import Any
 from bench.gen_corpus import generate
 from bench.quality.checks import check_query, session_terms
 from bench.quality.incident import Incident, Step
-from bench.quality.render import munge, render_claude, render_codex
+from bench.quality.render import render_claude, render_codex
+from tests.builders import claude, codex
+from tests.builders.common import epoch_ms, iso, uuid4, uuid7
 
 KINDS: tuple[str, ...] = ("exact", "paraphrase", "mixed")
 _YEAR = datetime(2026, 1, 1, tzinfo=UTC)
@@ -62,17 +64,6 @@ class WrittenSession:
     path: str  # relative to out
 
 
-def _uuid4(r: random.Random) -> str:
-    h = f"{r.getrandbits(128):032x}"
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:32]}"
-
-
-def _uuid7(ms: int, r: random.Random) -> str:
-    """Codex ids are UUIDv7: the first 48 bits are the creation time in milliseconds."""
-    h = f"{ms & (2**48 - 1):012x}" + f"{r.getrandbits(80):020x}"
-    return f"{h[:8]}-{h[8:12]}-7{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:32]}"
-
-
 def _write(path: Path, lines: Sequence[bytes], mtime: datetime) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(line + b"\n" for line in lines))
@@ -94,11 +85,10 @@ def write_session(out: Path, agent: str, steps: Sequence[Step], session_id: str,
     """Write one session in ``agent``'s on-disk layout under ``out`` and return its path."""
     if agent == "claude":
         lines = render_claude(steps, session_id, cwd, branch, start)
-        path = out / "claude" / "projects" / munge(cwd) / f"{session_id}.jsonl"
+        path = claude.session_path(out / "claude" / "projects", cwd, session_id)
     else:
         lines = render_codex(steps, session_id, cwd, branch, start)
-        path = (out / "codex" / "sessions" / start.strftime("%Y/%m/%d")
-                / f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl")
+        path = codex.rollout_path(out / "codex" / "sessions", iso(start), session_id)
     _write(path, lines, _last_time(lines, start))
     return path
 
@@ -120,7 +110,7 @@ def add_filler(out: Path, messages: int, seed: int) -> dict[str, Any]:
     _merge_tree(tmp / "claude" / "projects", out / "claude" / "projects")
     _merge_tree(tmp / "codex" / "sessions", out / "codex" / "sessions")
     # Archived rollouts go back into the dated tree they were archived from: the benchmark
-    # indexes exactly the two roots the brief names, and their files must not be lost.
+    # indexes exactly two roots (claude/projects, codex/sessions), and their files must not be lost.
     archived = tmp / "codex" / "archived_sessions"
     if archived.is_dir():
         for f in sorted(archived.iterdir()):
@@ -185,7 +175,7 @@ def build(out: Path, *, filler_messages: int, seed: int,
         day = r.randrange(0, 360)
         start = _YEAR + timedelta(days=day, hours=min(22, max(7, round(r.gauss(14, 3)))),
                                   minutes=r.randrange(60), seconds=r.randrange(60))
-        sid = _uuid4(r) if agent == "claude" else _uuid7(int(start.timestamp() * 1000), r)
+        sid = uuid4(r) if agent == "claude" else uuid7(epoch_ms(start), r)
         path = write_session(out, agent, steps, sid, inc.cwd, inc.branch, start)
         sessions.append(WrittenSession(sid, agent, role, inc.key, str(path.relative_to(out))))
         return sid
