@@ -2,7 +2,7 @@
 
     python -m bench.gen_corpus --out DIR --messages N [--seed 1] [--codex-share 0.4]
 
-The layout and record shapes follow docs/formats.md §1 (Claude Code) and §2 (Codex) so the output can
+The layout and record shapes follow docs/formats.md §1 (Claude Code) and docs/formats.md §2 (Codex) so the output can
 be fed both to our scanner and to peer tools; the records come from ``tests.builders.claude`` and
 ``tests.builders.codex``, the functions the tests and the quality benchmark write with too.
 ``manifest.json`` reports the exact number of normalized messages (docs/formats.md §0: one per content
