@@ -197,6 +197,14 @@ class MalformedCursor(AivaultError):
     code = p.ERR_INVALID_PARAMS
 
 
+class UnitChanged(AivaultError):
+    """A transcript unit changed while it was being read: it is read again on the next pass."""
+
+
+class UnitUnreadable(AivaultError):
+    """A transcript unit that cannot be read (permissions, a broken document, a locked database)."""
+
+
 class InvalidRoot(ConfigInvalid):
     """A transcript root spec that is not AGENT=PATH with a known agent."""
 

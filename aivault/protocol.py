@@ -204,6 +204,7 @@ class SessionMeta(TypedDict):
 class FilePart(TypedDict, total=False):
     path: str
     agent: str
+    mode: str  # lines | zst | whole (aivault/scanner/sources.py)
     reset: bool
     renamed_from: str | None
     dev: int

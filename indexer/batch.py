@@ -154,6 +154,7 @@ def _plan_part(plan: BatchPlan, part: dict[str, Any], files: dict[str, FileEntry
         "sess": sess, "present": True, "malformed": entry.malformed,
         "oversized": entry.oversized, "indexed_at": now_ms(),
         "skips": json.dumps(entry.skips, sort_keys=True),
+        "mode": part.get("mode") or "lines",
     }
     row = {
         "sess": sess, "file_id": file_id, "agent": s["agent"], "session_id": s["session_id"],
@@ -220,6 +221,7 @@ FILES_SCHEMA = pa.schema([
     ("head_len", pa.int32()), ("head_hash", pa.int64()), ("state", pa.binary()), ("sess", pa.int32()),
     ("present", pa.bool_()), ("malformed", pa.int64()), ("oversized", pa.int64()), ("indexed_at", pa.int64()),
     ("skips", pa.string()),
+    ("mode", pa.string()),
 ])
 SESSIONS_SCHEMA = pa.schema([
     ("sess", pa.int32()), ("file_id", pa.int32()), ("agent", pa.string()), ("session_id", pa.string()),

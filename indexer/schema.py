@@ -16,7 +16,7 @@ from typing import Final
 
 from aivault.protocol import Kind, Role
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 # Migrations: version -> statements. Never edit a released migration; add the next number.
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
@@ -103,6 +103,9 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # What was skipped in each file, by reason (JSON {reason: count}, since the file was last read
     # from its start): nothing is left out of the index without a count a user can see.
     2: ("ALTER TABLE files ADD COLUMN skips VARCHAR DEFAULT '{}'",),
+    # How a unit is read (lines | zst | whole, aivault/scanner/sources.py): the scanner's
+    # "unchanged" test and its re-checks depend on it.
+    3: ("ALTER TABLE files ADD COLUMN mode VARCHAR DEFAULT 'lines'",),
 }
 
 CREATE_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_version (
@@ -122,7 +125,7 @@ INSERT_SEGMENT_ROW: Final = "INSERT INTO segments VALUES (?, ?, ?)"
 SELECT_SEGMENTS: Final = "SELECT name, state FROM segments ORDER BY created_at, name"
 
 SELECT_FILES_SNAPSHOT: Final = """SELECT path, agent, dev, ino, size, mtime_ns, "offset", head_len, head_hash, present,
-    expired FROM files ORDER BY path"""
+    expired, coalesce(mode, 'lines') FROM files ORDER BY path"""
 SELECT_FILES_CACHE: Final = """SELECT path, file_id, sess, "offset", present, malformed, oversized, expired, skips
     FROM files"""
 SELECT_STATES: Final = "SELECT path, state FROM files WHERE path IN (SELECT path FROM b_paths)"
@@ -133,7 +136,7 @@ INSERT_CHUNKS: Final = """INSERT INTO chunks SELECT chunk, sess, ord, part, role
 INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl, conv FROM b_postings"
 DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
-    head_hash, state, sess, present, malformed, oversized, indexed_at, false, skips FROM b_files"""
+    head_hash, state, sess, present, malformed, oversized, indexed_at, false, skips, mode FROM b_files"""
 COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"
 # Per-file skip counts for status: the present files' counters and skip maps.
 SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skips) FILTER (WHERE skips <> '{}')

@@ -11,6 +11,8 @@ import os
 import re
 import shlex
 import zlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -28,6 +30,8 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
 )
 from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
+from aivault.scanner.sources import Mode, Root
+from aivault.scanner.spec import AgentSpec, file_discovery
 
 # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
 STATE_VERSION = 2
@@ -523,3 +527,24 @@ def _clean_title(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     return value.strip() or None
+
+
+# --- where Claude Code keeps its sessions (docs/formats.md §1) ----------------------------------------
+def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
+    """``$CLAUDE_CONFIG_DIR/projects``; else ``~/.claude/projects`` and ``~/.config/claude/projects``."""
+    config = env.get("CLAUDE_CONFIG_DIR")
+    if config:
+        return [Root("claude", str(Path(config).expanduser().absolute() / "projects"))]
+    return [Root("claude", str(home / ".claude" / "projects")),
+            Root("claude", str(home / ".config" / "claude" / "projects"))]
+
+
+def _wanted(directory: str, name: str) -> Mode | None:
+    # history.jsonl is the global prompt index, not a transcript.
+    return "lines" if name.endswith(".jsonl") and name != "history.jsonl" else None
+
+
+SPEC = AgentSpec(
+    name="claude", label="Claude Code", default_roots=default_roots, discover=file_discovery(_wanted),
+    line_parser=ClaudeParser, expects="<project>/<session-uuid>.jsonl (JSONL, one record per line)",
+    shaped=lambda name: name.endswith(".jsonl"))

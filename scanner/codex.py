@@ -11,6 +11,8 @@ import os
 import re
 import shlex
 import zlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,6 +31,8 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
 )
 from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.sources import Mode, Root
+from aivault.scanner.spec import AgentSpec, file_discovery
 
 # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
 STATE_VERSION = 2
@@ -473,3 +477,35 @@ class CodexParser(LineParser):
         if len(self._recent) > RECENT_EVENT_MESSAGES_MAX:
             del self._recent[0]
         return [message]
+
+
+# --- where Codex keeps its rollouts (docs/formats.md §2) ---------------------------------------------
+def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
+    """``$CODEX_HOME/sessions`` and ``$CODEX_HOME/archived_sessions`` (``CODEX_HOME`` defaults to ``~/.codex``)."""
+    codex_home = Path(env["CODEX_HOME"]).expanduser().absolute() if env.get("CODEX_HOME") else home / ".codex"
+    index = str(codex_home / "session_index.jsonl")
+    return [Root("codex", str(codex_home / "sessions"), session_index=index),
+            Root("codex", str(codex_home / "archived_sessions"), session_index=index)]
+
+
+def _wanted(directory: str, name: str) -> Mode | None:
+    if name.endswith(".jsonl.zst") and name.startswith("rollout-"):
+        # While Codex compresses an idle rollout both copies exist for a moment: the plain one is
+        # the session until it is deleted (then the .zst continues it, see predecessor).
+        return None if os.path.exists(os.path.join(directory, name[: -len(".zst")])) else "zst"
+    if not name.endswith(".jsonl"):
+        return None
+    # session_index.jsonl and history.jsonl are indexes, not transcripts.
+    return "lines" if name.startswith("rollout-") or name not in ("session_index.jsonl", "history.jsonl") else None
+
+
+def _predecessor(path: str) -> str | None:
+    """A compressed rollout continues the plain rollout it replaced (same bytes once decompressed)."""
+    return path[: -len(".zst")] if path.endswith(".jsonl.zst") else None
+
+
+SPEC = AgentSpec(
+    name="codex", label="Codex CLI", default_roots=default_roots, discover=file_discovery(_wanted),
+    line_parser=CodexParser, predecessor=_predecessor,
+    expects="YYYY/MM/DD/rollout-<time>-<uuid>.jsonl (or .jsonl.zst, JSONL)",
+    shaped=lambda name: name.startswith("rollout-") and (name.endswith(".jsonl") or name.endswith(".jsonl.zst")))

@@ -8,7 +8,6 @@ its end is still reported (as ``None``), so the offset moves past it and it is c
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ BLOCK_BYTES = 1 << 20
 # a runaway line cannot exhaust memory.
 MAX_LINE_BYTES = 64 << 20
 # How much of a file's beginning identifies it: a file rewritten in place with other content
-# changes its first bytes even when its inode and size do not betray it.
+# changes its first bytes even when its inode and size do not betray it (sources.head_fingerprint).
 HEAD_BYTES = 4096
 
 
@@ -70,9 +69,3 @@ def iter_lines(fd: int, start: int, end: int, stats: ReadStats) -> Iterator[tupl
             else:
                 yield block[lo:nl], line_end
             lo = nl + 1
-
-
-def head_hash(fd: int, length: int) -> int:
-    """A 64-bit fingerprint of the first ``length`` bytes (see HEAD_BYTES)."""
-    data = os.pread(fd, length, 0) if length > 0 else b""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)

@@ -1,9 +1,10 @@
-"""One scan pass: find transcripts, read what is new in each, stream it to the indexer.
+"""One scan pass: find transcript units, read what is new in each, stream it to the indexer.
 
-Per file the indexer remembers identity (device, inode), size, mtime, the byte offset after
-the last complete line, a fingerprint of the file's head and the parser's state at that
-offset. A pass reads only bytes past the offset; a file that was truncated, replaced or
-rewritten is read again from the start and its old rows are replaced by the indexer.
+Per unit (aivault/scanner/sources.py) the indexer remembers identity (device, inode), size,
+mtime or change signature, the offset reached, a fingerprint of the head and the parser's state
+at that offset. For line files a pass reads only bytes past the offset; a file that was
+truncated, replaced or rewritten is read again from the start and its old rows are replaced by
+the indexer. A unit read whole is read again when its signature changes.
 
 A full pass walks every root. A recent pass (``full: false``) is bounded: it re-lists only
 directories whose mtime changed and re-checks only files that changed recently.
@@ -21,7 +22,7 @@ import msgpack
 
 from aivault import log
 from aivault.codec import packb
-from aivault.errors import ParserStateError
+from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
 from aivault.protocol import (
     K_BATCH,
     K_GET_STATES,
@@ -33,12 +34,13 @@ from aivault.protocol import (
     Progress,
     shard_of,
 )
+from aivault.scanner.agents import SPECS
 from aivault.scanner.batch import BatchBuilder, session_dict
-from aivault.scanner.discover import Found, Root, RootProblem, walk, walk_changed
 from aivault.scanner.jsonutil import loads_line
 from aivault.scanner.link import Link
 from aivault.scanner.model import Parser
-from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats, head_hash, iter_lines
+from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats
+from aivault.scanner.sources import Found, LineFile, Root, RootProblem, head_fingerprint
 from aivault.text import Tokenizer
 
 _log = log.get("scanner.scan")
@@ -64,6 +66,7 @@ class FileRec:
     head_hash: int
     present: bool
     expired: bool = False  # its session fell out of retention: read again from 0 if it changes
+    mode: str = "lines"
 
 
 @dataclass(slots=True)
@@ -89,20 +92,30 @@ class PassStats:
     oversized: int = 0
     record_cut: int = 0
     too_old: int = 0
+    busy: int = 0  # units that changed while being read: read again next pass
     failed: list[dict[str, str]] = field(default_factory=list)
     problems: list[RootProblem] = field(default_factory=list)
 
 
 def make_parser(agent: str, path: str, state: dict[str, Any] | None) -> Parser:
-    if agent == "claude":
-        from aivault.scanner.claude import ClaudeParser
+    factory = SPECS[agent].line_parser
+    if factory is None:
+        raise ValueError(f"{agent} units are not line files")
+    return factory(path, state)
 
-        return ClaudeParser(path, state)
-    if agent == "codex":
-        from aivault.scanner.codex import CodexParser
 
-        return CodexParser(path, state)
-    raise ValueError(f"no parser for agent {agent!r}")
+def unchanged(found: Found, rec: FileRec) -> bool:
+    """Nothing to read: the same unit, and everything it held was committed.
+
+    A line file is unchanged when its size and mtime are and its offset reached its end (a pass
+    interrupted between two batches of one file recorded its size but not its end). A compressed
+    file or a unit read whole is unchanged when its signature is and it was read to the end.
+    """
+    if (found.dev, found.ino) != (rec.dev, rec.ino) or found.mtime_ns != rec.mtime_ns:
+        return False
+    if found.mode == "lines":
+        return found.size == rec.size == rec.offset
+    return rec.offset == rec.size
 
 
 class Scanner:
@@ -123,6 +136,7 @@ class Scanner:
         # Files the indexer refused as sent (see link.Resync): path -> (size, mtime_ns, reason).
         # They are reported as failed until they change, instead of being re-sent for ever.
         self.aside: dict[str, tuple[int, int, str]] = {}
+        self.seen: dict[str, Found] = {}  # the units of the current pass
         self.epoch = 0
         self.synced = False
         self._last_progress = 0.0
@@ -151,13 +165,12 @@ class Scanner:
         _log.info("synced", files=len(self.known), epoch=self.epoch)
 
     def set_aside(self, paths: list[str], reason: str) -> None:
-        """Skip these files (as failed, with the reason) until their size or mtime changes."""
+        """Skip these units (as failed, with the reason) until their size or signature changes."""
         for path in paths:
-            try:
-                st = os.stat(path)
-            except OSError:
+            found = self.seen.get(path)
+            if found is None:
                 continue
-            self.aside[path] = (st.st_size, st.st_mtime_ns, reason[:300])
+            self.aside[path] = (found.size, found.mtime_ns, reason[:300])
             _log.error("file set aside: the indexer refused its batch", path=path, reason=reason)
 
     def _fetch_states(self, paths: list[str]) -> None:
@@ -195,16 +208,13 @@ class Scanner:
             if rec is None and cutoff_ns is not None and found.mtime_ns < cutoff_ns:
                 stats.too_old += 1  # last written before the retention window: nothing to keep
                 continue
-            # Unchanged only if nothing is left past the committed offset: a pass interrupted
-            # between two batches of one file recorded the file's size but not its end.
-            if rec is not None and rec.present and found.size == rec.size == rec.offset \
-                    and found.mtime_ns == rec.mtime_ns and (found.dev, found.ino) == (rec.dev, rec.ino):
+            if rec is not None and rec.present and unchanged(found, rec):
                 continue
             work.append((found, rec))
-            stats.bytes_total += max(0, found.size - (rec.offset if rec else 0))
+            stats.bytes_total += max(0, found.size - (rec.offset if rec and found.mode == "lines" else 0))
         stats.files_changed = len(work)
-        need = [f.path for f, rec in work if rec is not None and f.path not in self.states
-                and (f.dev, f.ino) == (rec.dev, rec.ino) and f.size >= rec.offset]
+        need = [f.path for f, rec in work if rec is not None and f.path not in self.states and f.mode != "whole"
+                and (f.dev, f.ino) == (rec.dev, rec.ino) and (f.mode == "zst" or f.size >= rec.offset)]
         self._fetch_states(need)
         self._progress(req, stats, force=True)
         for found, rec in work:
@@ -224,26 +234,24 @@ class Scanner:
     def _candidates(self, full: bool, stats: PassStats) -> list[Found]:
         found: dict[str, Found] = {}
         for root in self.roots:
-            if full:
-                it = walk(root, stats.problems, self.dirs)
-            else:
-                it = walk_changed(root, stats.problems, self.dirs) if self._has_dirs(root) \
-                    else walk(root, stats.problems, self.dirs)
-            for f in it:
+            for f in SPECS[root.agent].discover(root, stats.problems, self.dirs, full):
                 found[f.path] = f
         # One file reached by two paths (a symlinked folder and its target) is one transcript:
-        # keep the path already indexed, else the first found.
+        # keep the path already indexed, else the first found. (Units inside one database share
+        # its device and inode: they are told apart by their keys.)
         by_id: dict[tuple[int, int], str] = {}
         for path in sorted(found, key=lambda p: (p not in self.known, p)):
             f = found[path]
+            if f.mode == "whole" and f.locator:
+                continue
             other = by_id.setdefault((f.dev, f.ino), path)
             if other != path:
                 del found[path]
         if not full:
             horizon = time.time_ns() - RECENT_WINDOW_S * 1_000_000_000
             for rec in self.known.values():
-                if rec.path in found or not rec.present:
-                    continue
+                if rec.path in found or not rec.present or rec.mode != "lines":
+                    continue  # compressed files never change; other units are re-listed by their agent
                 if rec.mtime_ns >= horizon or rec.size != rec.offset:
                     try:
                         st = os.stat(rec.path)
@@ -251,33 +259,41 @@ class Scanner:
                         continue  # absence is only concluded by a full pass
                     found[rec.path] = Found(rec.path, rec.agent, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         stats.files_seen = len(found)
+        self.seen = found
         return list(found.values())
 
-    def _has_dirs(self, root: Root) -> bool:
-        return root.path in self.dirs
-
     def _scan_file(self, found: Found, rec: FileRec | None, stats: PassStats, req: int | None) -> None:
+        if found.mode == "whole":
+            self._read_whole(found, rec, stats, req)
+            return
         path = found.path
         renamed_from: str | None = None
         if rec is None:
-            old = self.by_inode.get((found.dev, found.ino))
+            old = SPECS[found.agent].predecessor(path)
+            if old is None and found.mode == "lines":
+                old = self.by_inode.get((found.dev, found.ino))
             old_rec = self.known.get(old) if old else None
             if old_rec is not None and old != path and old_rec.agent == found.agent \
                     and not os.path.exists(old_rec.path):
                 renamed_from, rec = old_rec.path, old_rec
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            src = LineFile(path, found.mode)
         except OSError as exc:
             stats.failed.append({"path": path, "reason": f"cannot open: {exc.strerror or exc}"})
             return
         try:
-            st = os.fstat(fd)
+            st = src.stat
+            same_file = rec is not None and (st.st_dev, st.st_ino) == (rec.dev, rec.ino)
+            # A compressed rollout continues its plain predecessor: offsets count decompressed
+            # bytes, so its committed offset (and parser state) carry over; the head check below
+            # proves it holds the same bytes.
+            continues = rec is not None and renamed_from is not None and found.mode == "zst"
             reset = (
                 rec is None
                 or rec.expired
-                or (st.st_dev, st.st_ino) != (rec.dev, rec.ino)
-                or st.st_size < rec.offset
-                or (rec.head_len > 0 and (st.st_size < rec.head_len or head_hash(fd, rec.head_len) != rec.head_hash))
+                or not (same_file or continues)
+                or (found.mode == "lines" and st.st_size < rec.offset)
+                or (rec.head_len > 0 and head_fingerprint(src.head(rec.head_len)) != rec.head_hash)
             )
             start = 0 if reset or rec is None else rec.offset
             state: dict[str, Any] | None = None
@@ -291,13 +307,15 @@ class Scanner:
                     reset, start = True, 0  # no parser state to continue from: re-read it all
                 elif blob is not None:
                     state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-            self._read_file(fd, found, st, start, reset, state, renamed_from, stats, req)
+            self._read_file(src, found, start, reset, state, renamed_from, stats, req)
         except OSError as exc:
             stats.failed.append({"path": path, "reason": f"cannot read: {exc.strerror or exc}"})
+        except Exception as exc:  # a corrupt compressed stream, whatever its library raises
+            stats.failed.append({"path": path, "reason": f"cannot read: {exc.__class__.__name__}: {exc}"[:300]})
         finally:
-            os.close(fd)
+            src.close()
 
-    def _read_file(self, fd: int, found: Found, st: os.stat_result, start: int, reset: bool,
+    def _read_file(self, src: LineFile, found: Found, start: int, reset: bool,
                    state: dict[str, Any] | None, renamed_from: str | None, stats: PassStats,
                    req: int | None) -> None:
         try:
@@ -307,7 +325,7 @@ class Scanner:
             # from its start; the indexer replaces its old rows.
             start, reset, state = 0, True, None
             parser = make_parser(found.agent, found.path, None)
-        part = _Part(self._open_part(found, st, start, reset, renamed_from), parser.stats.malformed,
+        part = _Part(self._open_part(found, src.stat, start, reset, renamed_from), parser.stats.malformed,
                      dict(parser.stats.extra))
         pass_malformed0 = parser.stats.malformed
         pos = start
@@ -316,14 +334,14 @@ class Scanner:
         def split_batch() -> _Part:
             # The batch ends at ``pos`` (a line boundary, the parser's state is exactly there) and
             # the file goes on in a new part of the next batch.
-            self._close_part(part, fd, parser, pos)
+            self._close_part(part, src, parser, pos)
             stats.oversized += part.read.oversized
             self._flush()
             self._progress(req, stats)
-            return _Part(self._open_part(found, st, pos, False, None), parser.stats.malformed,
+            return _Part(self._open_part(found, src.stat, pos, False, None), parser.stats.malformed,
                          dict(parser.stats.extra))
 
-        for line, end in self._lines(fd, st, start, part):
+        for line, end in self._lines(src, start, part):
             if line is not None:
                 if not self.builder.room_for(len(line)):
                     part = split_batch()
@@ -341,13 +359,13 @@ class Scanner:
             pos = end
             if self.builder.full:
                 part = split_batch()
-        self._close_part(part, fd, parser, pos)
+        self._close_part(part, src, parser, pos, complete=True)
         stats.malformed += parser.stats.malformed - pass_malformed0
         stats.oversized += part.read.oversized
         if self.builder.full:
             self._flush()
 
-    def _lines(self, fd: int, st: os.stat_result, start: int, part: _Part) -> Iterator[tuple[bytes | None, int]]:
+    def _lines(self, src: LineFile, start: int, part: _Part) -> Iterator[tuple[bytes | None, int]]:
         """The complete lines after ``start``, then a settled last line that has no newline.
 
         An incomplete last line normally waits: its writer may be in the middle of it. But a
@@ -357,31 +375,40 @@ class Scanner:
         later, reading resumes exactly there (the writer's newline reads as an empty line).
         """
         pos = start
-        for line, end in iter_lines(fd, start, st.st_size, part.read):
+        for line, end in src.lines(start, part.read):
             pos = end
             yield line, end
+        st = src.stat
         rest = st.st_size - pos
-        if rest <= 0 or rest > MAX_LINE_BYTES or time.time_ns() - st.st_mtime_ns < TAIL_SETTLE_S * 1_000_000_000:
+        if src.mode != "lines" or rest <= 0 or rest > MAX_LINE_BYTES \
+                or time.time_ns() - st.st_mtime_ns < TAIL_SETTLE_S * 1_000_000_000:
             return
-        tail = os.pread(fd, rest, pos)
+        tail = src.tail(pos, rest)
         if len(tail) == rest and b"\n" not in tail and type(loads_line(tail)) is dict:
             yield tail, st.st_size
 
-    def _open_part(self, found: Found, st: os.stat_result, start: int, reset: bool, renamed_from: str | None) -> int:
+    def _open_part(self, found: Found, st: os.stat_result | None, start: int, reset: bool,
+                   renamed_from: str | None, *, size: int | None = None) -> int:
+        # A line file's size and mtime are the file's; a compressed file's size is the
+        # decompressed length once its end is read (-1 until then), a whole unit's its message
+        # count; their mtime field holds the change signature.
         return self.builder.add_file({
             "path": found.path,
             "agent": found.agent,
+            "mode": found.mode,
             "reset": reset,
             "renamed_from": renamed_from,
-            "dev": st.st_dev,
-            "ino": st.st_ino,
-            "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
+            "dev": st.st_dev if st is not None else found.dev,
+            "ino": st.st_ino if st is not None else found.ino,
+            "size": size if size is not None else (st.st_size if st is not None and found.mode == "lines" else -1),
+            "mtime_ns": st.st_mtime_ns if st is not None and found.mode == "lines" else found.mtime_ns,
             "start": start,
         })
 
-    def _close_part(self, part: _Part, fd: int, parser: Parser, end: int) -> None:
+    def _close_part(self, part: _Part, src: LineFile, parser: Parser, end: int, *, complete: bool = False) -> None:
         fp = self.builder.files[part.idx]
+        if complete and src.mode == "zst" and src.eof:
+            fp["size"] = end  # the whole decompressed stream is read: nothing is left
         head_len = min(end, HEAD_BYTES)
         state_blob = packb(parser.state())
         skips = {k: v - part.extra0.get(k, 0) for k, v in parser.stats.extra.items() if v != part.extra0.get(k, 0)}
@@ -390,7 +417,7 @@ class Scanner:
         fp.update({
             "end": end,
             "head_len": head_len,
-            "head_hash": head_hash(fd, head_len),
+            "head_hash": head_fingerprint(src.head(head_len)),
             "state": state_blob,
             "session": session_dict(parser.session),
             "malformed": parser.stats.malformed - part.malformed0,
@@ -404,9 +431,64 @@ class Scanner:
             self.known.pop(renamed, None)
             self.states.pop(renamed, None)
         self.known[path] = FileRec(path, fp["agent"], fp["dev"], fp["ino"], fp["size"], fp["mtime_ns"],
-                                   end, head_len, fp["head_hash"], True)
-        self.by_inode[(fp["dev"], fp["ino"])] = path
+                                   end, head_len, fp["head_hash"], True, mode=fp["mode"])
+        if fp["mode"] == "lines":
+            self.by_inode[(fp["dev"], fp["ino"])] = path
         self.states[path] = state_blob
+
+    # --- units read whole ---------------------------------------------------------------------------
+    def _read_whole(self, found: Found, rec: FileRec | None, stats: PassStats, req: int | None) -> None:
+        """Read a unit at once (a document, a task folder, a database session) and send it in
+        message-counted parts: a unit larger than a batch resumes after its last committed part."""
+        read = SPECS[found.agent].read_unit
+        assert read is not None, f"{found.agent} has no reader for whole units"
+        try:
+            unit = read(found)
+        except UnitChanged:
+            stats.busy += 1  # it is being written: the next pass reads it whole
+            return
+        except UnitUnreadable as exc:
+            stats.failed.append({"path": found.path, "reason": str(exc)[:300]})
+            return
+        total = len(unit.messages)
+        reset = rec is None or rec.expired or rec.mtime_ns != unit.signature or rec.offset > total \
+            or (rec.dev, rec.ino) != (found.dev, found.ino)
+        start = 0 if reset or rec is None else rec.offset
+        info = session_dict(unit.session)
+        info["message_count"] = total
+        stats.bytes_done += found.size
+
+        def open_part(first: int, fresh: bool) -> int:
+            return self._open_part(Found(found.path, found.agent, found.dev, found.ino, found.size, unit.signature,
+                                         "whole", found.locator), None, first, fresh, None, size=total)
+
+        def close_part(idx: int, end: int, skips: dict[str, int]) -> None:
+            fp = self.builder.files[idx]
+            state_blob = packb({"v": 1})
+            fp.update({"end": end, "head_len": 0, "head_hash": 0, "state": state_blob, "session": info,
+                       "malformed": skips.pop("malformed-record", 0), "oversized": 0, "skips": skips})
+            self.builder.add_header_bytes(len(state_blob))
+            self.known[found.path] = FileRec(found.path, found.agent, found.dev, found.ino, total, unit.signature,
+                                             end, 0, 0, True, mode="whole")
+
+        idx = open_part(start, reset)
+        skips = dict(unit.skips) if start == 0 else {}  # counted once, with the part that reads from 0
+        for ordinal in range(start, total):
+            if self.builder.full:
+                close_part(idx, ordinal, skips)
+                skips = {}
+                self._flush()
+                self._progress(req, stats)
+                idx = open_part(ordinal, False)
+            self.builder.begin_record()
+            self.builder.add_message(idx, ordinal, unit.messages[ordinal])
+            if self.builder.record_cut:
+                skips["record-cut"] = skips.get("record-cut", 0) + 1
+                stats.record_cut += 1
+        stats.messages += total - start
+        close_part(idx, total, skips)
+        if self.builder.full:
+            self._flush()
 
     def _titles(self) -> None:
         """Send Codex thread names (session_index.jsonl) that changed since we last sent them."""
@@ -445,6 +527,7 @@ class Scanner:
             if root is None or root.path in troubled:
                 continue
             self.builder.gone.append(rec.path)
+            self.builder.add_header_bytes(len(rec.path) + 8)
             rec.present = False
             if self.builder.full:
                 self._flush()

@@ -1,0 +1,40 @@
+"""The agents aivault reads, one ``AgentSpec`` each: the wire names are ``AGENTS`` (docs/formats.md §13).
+
+A spec says where the agent keeps its transcripts by default (and which environment variables move
+them), how to find the units under a root, and how to read one: a line parser for append-only
+files, or a reader for units read whole (JSON documents, task folders, database sessions).
+``hit.agent``, ``filters.agents`` and ``--root AGENT=PATH`` all use these names.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from aivault.scanner.spec import AgentSpec
+
+# One module per agent under aivault/scanner/, each defining SPEC; the order is the documented one.
+MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor", "copilot", "cline",
+           "aider", "amp")
+
+
+def _registry() -> dict[str, AgentSpec]:
+    specs: list[AgentSpec] = []
+    for name in MODULES:
+        try:
+            module = importlib.import_module(f"aivault.scanner.{name}")
+        except ModuleNotFoundError as exc:
+            # While step 6 lands its parsers one by one; an import error inside a module is not this.
+            if exc.name == f"aivault.scanner.{name}":
+                continue
+            raise
+        found = getattr(module, "SPECS", None) or [module.SPEC]
+        specs += found
+    return {s.name: s for s in specs}
+
+
+SPECS: dict[str, AgentSpec] = _registry()
+AGENTS: tuple[str, ...] = tuple(SPECS)
+
+
+def spec(agent: str) -> AgentSpec:
+    return SPECS[agent]

@@ -1,0 +1,50 @@
+"""Units that are not plain line files: compressed Codex rollouts, and how a pass finds and reads units."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import zstandard
+
+from tests.builders import CodexWriter
+from tests.conftest import InprocDaemon
+
+
+def _compress(path: Path) -> Path:
+    target = path.with_name(path.name + ".zst")
+    target.write_bytes(zstandard.ZstdCompressor(level=3).compress(path.read_bytes()))
+    return target
+
+
+def test_a_compressed_rollout_is_read_transparently(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+    """A rollout that exists only as .jsonl.zst (Codex >= 0.137 after a week idle) is indexed like a plain one."""
+    x = CodexWriter(roots["codex"])
+    x.user("the zstd rollout mentions narwhals").assistant("narwhal facts follow")
+    zst = _compress(x.path)
+    x.path.unlink()
+    summary = inproc_daemon.reconcile()
+    assert summary["messages"] == 2
+    [hit] = inproc_daemon.search("narwhals")["hits"]
+    assert hit["sessionId"] == x.session_id and hit["messageCount"] == 2 and hit["source"] == "present"
+    again = inproc_daemon.reconcile()
+    assert again["files_changed"] == 0, "an unchanged compressed rollout is not read again"
+    assert zst.exists()
+
+
+def test_a_rollout_compressed_after_indexing_stays_one_session(inproc_daemon: InprocDaemon,
+                                                               roots: dict[str, Path]) -> None:
+    """Plain and compressed copies coexisting during the rewrite, then the plain one deleted: one session,
+    never two, and nothing re-read or duplicated."""
+    x = CodexWriter(roots["codex"])
+    for i in range(30):
+        x.user(f"question {i} about belugas").assistant(f"answer {i} about belugas")
+    inproc_daemon.reconcile()
+    _compress(x.path)
+    inproc_daemon.reconcile()  # both copies exist: the plain one is the session
+    assert len(inproc_daemon.search("belugas", limit=10)["hits"]) == 1
+    os.unlink(x.path)
+    summary = inproc_daemon.reconcile()
+    assert summary["messages"] == 0, "the compressed copy continues the plain one"
+    [hit] = inproc_daemon.search("belugas", limit=10)["hits"]
+    assert hit["messageCount"] == 60 and hit["source"] == "present"
