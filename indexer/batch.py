@@ -117,10 +117,13 @@ def _plan_part(plan: BatchPlan, part: dict[str, Any], files: dict[str, FileEntry
     cur = plan.pending.get(path) or files.get(path)
     renamed = part.get("renamed_from")
     if renamed:
-        cur = plan.pending.get(renamed) or files.get(renamed)
-        if cur is None:
+        before = plan.pending.get(renamed) or files.get(renamed)
+        if before is not None:
+            cur = before
+            plan.removed.append(renamed)
+        elif not part["reset"]:
             raise Refused(f"{path}: renamed from {renamed}, which is not indexed")
-        plan.removed.append(renamed)
+        # A file read from 0 names what it may replace only as a hint: nothing indexed, nothing to replace.
     if part["reset"]:
         if part["start"] != 0:
             raise Refused(f"{path}: a re-read must start at offset 0")

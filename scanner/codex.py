@@ -29,6 +29,7 @@ from aivault.scanner.jsonutil import (
     state_str,
     stats_from_state,
     stats_to_state,
+    to_epoch_ms,
 )
 from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.sources import Mode, Root
@@ -49,6 +50,8 @@ INJECTED_PREFIXES: tuple[str, ...] = (
     "<user_instructions>",
     "<INSTRUCTIONS>",
     "<permissions instructions>",
+    "<recommended_plugins>",  # 2026 envelopes (docs/formats.md §2)
+    "<codex_internal_context",
 )
 RESPONSE_ITEM_TYPES = frozenset(
     {
@@ -72,6 +75,11 @@ BOOKKEEPING_ITEM_TYPES = frozenset({"compaction", "ghost_snapshot"})
 BOOKKEEPING_RECORD_TYPES = frozenset({"world_state", "inter_agent_communication"})
 _TOOL_RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "tool_result", "function_result"})
 _EVENT_MESSAGE_TYPES = frozenset({"user_message", "agent_message", "agent_reasoning"})
+# A replayed parent's turns are recognised by their ids: a child-owned turn id is a UUIDv7 whose
+# time is at or after the child's own start (this much earlier still counts, for clock skew).
+REPLAY_CLOCK_SKEW_MS = 2000
+_UUID7 = re.compile(r"^([0-9a-fA-F]{8})-([0-9a-fA-F]{4})-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$")
+
 _ROLLOUT_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 # Stream-dedupe keys: which of the duplicated message kinds a text belongs to.
@@ -215,6 +223,11 @@ class CodexParser(LineParser):
         self._first_user: str | None = None
         self._items_seen = False  # a response_item message/reasoning was seen: events are ignored
         self._recent: list[int] = []  # _text_hash of event-stream messages not yet matched
+        # A fork or sub-agent rollout starts by replaying its parent (after a copy of the parent's
+        # session_meta); those turns are the parent's, already indexed there.
+        self._child_start: int | None = None  # set for a fork/sub-agent: its own start, epoch ms
+        self._replaying = False
+        self._commands: list[int] = []  # hashes of recent shell commands (CommandExecution dedupe)
         self._resume_id = ""
         self._resume_cache = ""
         if state is not None:
@@ -239,6 +252,9 @@ class CodexParser(LineParser):
             "first_user": self._first_user,
             "items": self._items_seen,
             "recent": list(self._recent),
+            "child_start": self._child_start,
+            "replaying": self._replaying,
+            "commands": list(self._commands),
             "stats": stats_to_state(self.stats),
         }
 
@@ -258,7 +274,10 @@ class CodexParser(LineParser):
         self._first_user = state_str(state, "first_user")
         self._items_seen = bool(state.get("items"))
         self._recent = state_list(state, "recent")
-        if not all(isinstance(h, int) for h in self._recent):
+        self._child_start = state_int(state, "child_start")
+        self._replaying = bool(state.get("replaying"))
+        self._commands = state_list(state, "commands")
+        if not all(isinstance(h, int) for h in (*self._recent, *self._commands)):
             raise ParserStateError("state field 'recent' holds non-integers")
         self.stats = stats_from_state(state.get("stats"))
 
@@ -291,6 +310,28 @@ class CodexParser(LineParser):
     # -- lines ------------------------------------------------------------------------------
 
     def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
+        out = self._record_messages(obj, ms)
+        if self._replaying and out:
+            # The parent's turns, copied into this fork: the parent's own file holds them.
+            extra = self.stats.extra
+            extra["replayed_parent"] = extra.get("replayed_parent", 0) + len(out)
+            return []
+        return out
+
+    def _turn_started(self, turn_id: object, ms: int | None) -> None:
+        """A record carrying a turn id: the first child-owned one ends a replayed parent prefix."""
+        if not self._replaying or self._child_start is None:
+            return
+        owned: bool
+        m = _UUID7.match(turn_id) if isinstance(turn_id, str) else None
+        if m is not None:
+            owned = int(m.group(1) + m.group(2), 16) >= self._child_start - REPLAY_CLOCK_SKEW_MS
+        else:
+            owned = ms is not None and ms >= self._child_start
+        if owned:
+            self._replaying = False
+
+    def _record_messages(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         rtype = obj.get("type")
         payload = obj.get("payload")
 
@@ -301,11 +342,12 @@ class CodexParser(LineParser):
             elif rtype == "event_msg":
                 out = self._event(payload, ms)
             elif rtype == "session_meta":
-                self._session_meta(payload)
+                self._session_meta(payload, ms)
                 out = []
             elif rtype == "turn_context":
+                self._turn_started(payload.get("turn_id"), ms)
                 cwd = payload.get("cwd")
-                if isinstance(cwd, str) and cwd:
+                if isinstance(cwd, str) and cwd and not self._replaying:
                     self._turn_cwd = cwd
                 out = []
             elif rtype == "compacted":
@@ -328,16 +370,19 @@ class CodexParser(LineParser):
             out = self._response_item({"type": "message", "role": obj["role"], "content": text}, ms)
         elif rtype is None and not self._meta_seen and isinstance(obj.get("id"), str) and "timestamp" in obj:
             # The bare SessionMeta header of early Rust rollouts.
-            self._session_meta(obj)
+            self._session_meta(obj, ms)
             out = []
         else:
             out = None
         return out
 
-    def _session_meta(self, payload: dict[str, Any]) -> None:
+    def _session_meta(self, payload: dict[str, Any], ms: int | None) -> None:
         # Forks and sub-agent rollouts repeat other threads' meta records later in the file;
-        # the first one is this file's own.
+        # the first one is this file's own. A later one in a fork starts the replayed parent.
         if self._meta_seen:
+            other = payload.get("id") or payload.get("session_id")
+            if self._child_start is not None and isinstance(other, str) and other != self._sid:
+                self._replaying = True
             return
         self._meta_seen = True
         for key in ("id", "session_id"):
@@ -358,9 +403,17 @@ class CodexParser(LineParser):
             if isinstance(value, str) and value:
                 self._parent = value
                 break
+        source = payload.get("source")
+        spawn = source.get("subagent") if type(source) is dict else None
+        spawn = spawn.get("thread_spawn") if type(spawn) is dict else None
+        if type(spawn) is dict and isinstance(spawn.get("parent_thread_id"), str) and spawn["parent_thread_id"]:
+            self._parent = spawn["parent_thread_id"]
+        if self._parent is not None or payload.get("thread_source") == "subagent":
+            started = to_epoch_ms(payload.get("timestamp"))
+            self._child_start = started if started is not None else ms
 
     def _note_user_text(self, text: str) -> None:
-        if self._first_user is None:
+        if self._first_user is None and not self._replaying:
             self._first_user = first_line_title(text)
 
     def _seen_in_events(self, code: int, text: str) -> bool:
@@ -405,6 +458,8 @@ class CodexParser(LineParser):
         if ptype == "function_call" or ptype == "tool_call":
             name = _tool_name(payload, "function")
             args = _arguments_text(payload.get("arguments"))
+            if args:
+                self._note_command(args)
             return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
         if ptype == "custom_tool_call":
             name = _tool_name(payload, "custom_tool")
@@ -416,6 +471,8 @@ class CodexParser(LineParser):
             name = "local_shell" if ptype == "local_shell_call" else "web_search"
             action = payload.get("action")
             args = compact_json(action) if action is not None else ""
+            if args:
+                self._note_command(args)
             return [Message("assistant", "tool_call", f"{name} {args}" if args else name, ms)]
         if ptype in _TOOL_RESULT_TYPES:
             output = _output_text(payload["output"] if "output" in payload else payload.get("result"))
@@ -451,6 +508,13 @@ class CodexParser(LineParser):
 
     def _event(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
         etype = payload.get("type")
+        if "turn_id" in payload:
+            self._turn_started(payload.get("turn_id"), ms)
+        if etype == "thread_settings_applied" and self._replaying:
+            self._replaying = False  # the child's own settings: what follows is its work
+            return []
+        if etype == "item_completed":
+            return self._item_completed(payload, ms)
         if etype == "thread_name_updated":
             name = payload.get("thread_name")
             if isinstance(name, str) and name.strip():
@@ -477,6 +541,65 @@ class CodexParser(LineParser):
         if len(self._recent) > RECENT_EVENT_MESSAGES_MAX:
             del self._recent[0]
         return [message]
+
+    def _item_completed(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
+        """An ``item_completed`` event (0.149+): messages and the commands that really ran.
+
+        User and agent messages repeat the response items (or stand in for the event stream where
+        there are none); a CommandExecution is indexed as a tool call with its output unless the
+        same command was just indexed from a shell call (in "code mode" the response item holds a
+        JS program, and this is the only place the real command appears).
+        """
+        item = payload.get("item")
+        if type(item) is not dict:
+            return []
+        itype = str(item.get("type") or item.get("item_type") or "").replace("_", "").lower()
+        if itype in ("usermessage", "agentmessage"):
+            text = _content_text(item.get("content")) or item.get("text") or item.get("message")
+            if not isinstance(text, str):
+                return []
+            kind = "user_message" if itype == "usermessage" else "agent_message"
+            return self._event({"type": kind, "message": text}, ms)
+        if itype == "commandexecution":
+            command = item.get("command")
+            if isinstance(command, list):
+                command = " ".join(str(c) for c in command)
+            if not isinstance(command, str) or not command:
+                return []
+            digest = zlib.crc32(command.encode("utf-8", "surrogatepass"))
+            if digest in self._commands:
+                self._count_duplicate()
+                return []
+            out = [Message("assistant", "tool_call", f"shell {command}", ms)]
+            parts = [p for p in (item.get("aggregated_output"), item.get("stdout"), item.get("stderr"),
+                                 item.get("output")) if isinstance(p, str) and p]
+            code = item.get("exit_code")
+            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                parts.append(f"exit code {code}")
+            if parts:
+                out.append(Message("tool", "tool_result", "\n".join(parts), ms))
+            return out
+        if itype == "filechange":
+            changes = item.get("changes")
+            paths = [c.get("path") for c in changes if type(c) is dict and isinstance(c.get("path"), str)] \
+                if isinstance(changes, list) else []
+            return [Message("assistant", "tool_call", "apply_patch " + compact_json(paths), ms)] if paths else []
+        count_reason(self.stats, "unknown_item", itype or "item_completed")
+        return []
+
+    def _note_command(self, args: str) -> None:
+        """Remember a shell call's command, so its CommandExecution item is not indexed again."""
+        try:
+            decoded = orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return
+        command = decoded.get("command") if type(decoded) is dict else None
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str) and command:
+            self._commands.append(zlib.crc32(command.encode("utf-8", "surrogatepass")))
+            if len(self._commands) > RECENT_EVENT_MESSAGES_MAX:
+                del self._commands[0]
 
 
 # --- where Codex keeps its rollouts (docs/formats.md §2) ---------------------------------------------

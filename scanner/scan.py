@@ -104,6 +104,20 @@ def make_parser(agent: str, path: str, state: dict[str, Any] | None) -> Parser:
     return factory(path, state)
 
 
+# How much of the indexed end of a line file its fingerprint covers, beside its head.
+EDGE_TAIL_BYTES = 4096
+
+
+def edges_fingerprint(src: LineFile, head_len: int, end: int) -> int:
+    """A fingerprint of a file's first ``head_len`` bytes and of the indexed bytes just before ``end``
+    (a compressed file, written once, by its head only)."""
+    head = src.head(head_len)
+    if src.mode != "lines" or end <= head_len:
+        return head_fingerprint(head)
+    start = max(head_len, end - EDGE_TAIL_BYTES)
+    return head_fingerprint(head + b"\0" + src.tail(start, end - start))
+
+
 def unchanged(found: Found, rec: FileRec) -> bool:
     """Nothing to read: the same unit, and everything it held was committed.
 
@@ -208,7 +222,8 @@ class Scanner:
             if rec is None and cutoff_ns is not None and found.mtime_ns < cutoff_ns:
                 stats.too_old += 1  # last written before the retention window: nothing to keep
                 continue
-            if rec is not None and rec.present and unchanged(found, rec):
+            if rec is not None and rec.present and unchanged(found, rec) \
+                    and not (full and found.mode == "lines" and not self._edges_match(found, rec)):
                 continue
             work.append((found, rec))
             stats.bytes_total += max(0, found.size - (rec.offset if rec and found.mode == "lines" else 0))
@@ -268,8 +283,10 @@ class Scanner:
             return
         path = found.path
         renamed_from: str | None = None
+        predecessor: str | None = None
         if rec is None:
-            old = SPECS[found.agent].predecessor(path)
+            predecessor = SPECS[found.agent].predecessor(path)
+            old = predecessor
             if old is None and found.mode == "lines":
                 old = self.by_inode.get((found.dev, found.ino))
             old_rec = self.known.get(old) if old else None
@@ -293,7 +310,7 @@ class Scanner:
                 or rec.expired
                 or not (same_file or continues)
                 or (found.mode == "lines" and st.st_size < rec.offset)
-                or (rec.head_len > 0 and head_fingerprint(src.head(rec.head_len)) != rec.head_hash)
+                or (rec.head_len > 0 and edges_fingerprint(src, rec.head_len, rec.offset) != rec.head_hash)
             )
             start = 0 if reset or rec is None else rec.offset
             state: dict[str, Any] | None = None
@@ -307,6 +324,10 @@ class Scanner:
                     reset, start = True, 0  # no parser state to continue from: re-read it all
                 elif blob is not None:
                     state = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+            if reset and renamed_from is None and predecessor is not None and not os.path.exists(predecessor):
+                # Another scanner may have indexed the file this one replaces (shards go by inode):
+                # read from 0 and let the indexer replace the predecessor's rows, if it has any.
+                renamed_from = predecessor
             self._read_file(src, found, start, reset, state, renamed_from, stats, req)
         except OSError as exc:
             stats.failed.append({"path": path, "reason": f"cannot read: {exc.strerror or exc}"})
@@ -417,7 +438,7 @@ class Scanner:
         fp.update({
             "end": end,
             "head_len": head_len,
-            "head_hash": head_fingerprint(src.head(head_len)),
+            "head_hash": edges_fingerprint(src, head_len, end),
             "state": state_blob,
             "session": session_dict(parser.session),
             "malformed": parser.stats.malformed - part.malformed0,
@@ -435,6 +456,22 @@ class Scanner:
         if fp["mode"] == "lines":
             self.by_inode[(fp["dev"], fp["ino"])] = path
         self.states[path] = state_blob
+
+    def _edges_match(self, found: Found, rec: FileRec) -> bool:
+        """A full pass re-checks an unchanged-looking line file's first and last indexed bytes: a
+        rewrite in place can keep size, mtime and inode (and would otherwise never be read again)."""
+        if rec.head_len <= 0:
+            return True
+        try:
+            src = LineFile(found.path, "lines")
+        except OSError:
+            return True  # unreadable now: the next real change is noticed as usual
+        try:
+            return edges_fingerprint(src, rec.head_len, rec.offset) == rec.head_hash
+        except OSError:
+            return True
+        finally:
+            src.close()
 
     # --- units read whole ---------------------------------------------------------------------------
     def _read_whole(self, found: Found, rec: FileRec | None, stats: PassStats, req: int | None) -> None:
