@@ -106,7 +106,8 @@ def plan_batch(header: dict[str, Any], payload: BatchPayload, files: dict[str, F
     for part in parts:
         _plan_part(plan, part, files, sess_sig)
     plan.gone = [p for p in header.get("gone") or [] if p in files and p not in plan.pending]
-    plan.titles = header.get("titles") or []
+    # One title per session: a later entry (a newer source) replaces an earlier one of the batch.
+    plan.titles = list({(t[0], t[1]): t for t in header.get("titles") or []}.values())
     plan.changed = plan.changed or n_chunks > 0 or bool(plan.gone) or bool(plan.titles)
     return plan
 

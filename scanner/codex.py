@@ -7,11 +7,12 @@ indexed. Early Rust builds wrote bare records without the envelope; those are re
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from aivault.scanner.jsonutil import (
     to_epoch_ms,
 )
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.sources import Mode, Root
+from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
 
 # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
@@ -40,6 +41,8 @@ STATE_VERSION = 2
 # Event-stream messages remembered so that the response_item copy of the same text, arriving
 # later, is not indexed twice. One turn rarely holds more than a few of them.
 RECENT_EVENT_MESSAGES_MAX = 64
+# session_index.jsonl is read whole; a bigger one is read up to here (the last entries are lost).
+SESSION_INDEX_MAX_BYTES = 64 << 20
 # Tool outputs are sometimes wrapped in JSON several levels deep; stop unwrapping after this.
 OUTPUT_UNWRAP_DEPTH_MAX = 4
 
@@ -117,6 +120,49 @@ def read_session_index(data: bytes) -> dict[str, str]:
         else:
             names.pop(thread_id, None)
     return names
+
+
+def thread_name_sources(session_index: str) -> list[tuple[str, object, Callable[[], dict[str, str]]]]:
+    """Where Codex keeps thread names next to ``session_index`` ($CODEX_HOME/session_index.jsonl):
+    that file, and the ``threads`` tables of ``state_<N>.sqlite`` / ``thread_history_*.sqlite``
+    (where newer Codex writes them instead, docs/formats.md §14). Each is (path, a change stamp,
+    a reader); the database names win over the file (they are newer)."""
+    home = os.path.dirname(session_index)
+    out: list[tuple[str, object, Callable[[], dict[str, str]]]] = []
+    try:
+        st = os.stat(session_index)
+    except OSError:
+        pass
+    else:
+        def read_index(path: str = session_index) -> dict[str, str]:
+            with open(path, "rb") as fh:
+                return read_session_index(fh.read(SESSION_INDEX_MAX_BYTES))
+
+        out.append((session_index, (st.st_size, st.st_mtime_ns), read_index))
+    for folder in (home, os.path.join(home, "sqlite")):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".sqlite") and (name.startswith("state_") or name.startswith("thread_history_")):
+                db = os.path.join(folder, name)
+                out.append((db, db_change_stamp(db), functools.partial(read_thread_names, db)))
+    return out
+
+
+def read_thread_names(db: str) -> dict[str, str]:
+    """id -> name from a Codex state database's ``threads`` table (``name``, formerly ``title``)."""
+    con = open_sqlite(db)
+    try:
+        columns = {row[1] for row in con.execute("PRAGMA table_info(threads)").fetchall()}
+        column = "name" if "name" in columns else "title" if "title" in columns else None
+        if column is None or "id" not in columns:
+            return {}
+        rows = con.execute(f"SELECT id, {column} FROM threads WHERE {column} IS NOT NULL").fetchall()
+    finally:
+        con.close()
+    return {str(i): str(n).strip() for i, n in rows if isinstance(i, str) and isinstance(n, str) and n.strip()}
 
 
 def _text_hash(code: int, text: str) -> int:

@@ -145,7 +145,7 @@ class Scanner:
         self.by_inode: dict[tuple[int, int], str] = {}
         self.states: dict[str, bytes] = {}
         self.dirs: dict[str, int] = {}
-        self.index_sigs: dict[str, tuple[int, int]] = {}
+        self.index_sigs: dict[str, object] = {}
         self.sent_titles: dict[tuple[str, str], str] = {}
         # Files the indexer refused as sent (see link.Resync): path -> (size, mtime_ns, reason).
         # They are reported as failed until they change, instead of being re-sent for ever.
@@ -528,30 +528,27 @@ class Scanner:
             self._flush()
 
     def _titles(self) -> None:
-        """Send Codex thread names (session_index.jsonl) that changed since we last sent them."""
-        from aivault.scanner.codex import read_session_index
+        """Send Codex thread names that changed since we last sent them: from session_index.jsonl
+        and, since Codex stopped writing it, from the ``threads`` table of its state databases."""
+        from aivault.scanner.codex import thread_name_sources
 
         if self.shard != 0:
-            return  # one scanner is enough to read the index of thread names
+            return  # one scanner is enough to read the thread names
         for index in sorted({r.session_index for r in self.roots if r.session_index}):
-            try:
-                st = os.stat(index)
-            except OSError:
-                continue
-            sig = (st.st_size, st.st_mtime_ns)
-            if self.index_sigs.get(index) == sig:
-                continue
-            try:
-                with open(index, "rb") as fh:
-                    names = read_session_index(fh.read(64 << 20))
-            except OSError as exc:
-                _log.warning("cannot read session index", path=index, error=str(exc))
-                continue
-            self.index_sigs[index] = sig
-            for sid, name in names.items():
-                if self.sent_titles.get(("codex", sid)) != name:
-                    self.builder.titles.append(["codex", sid, name])
-                    self.sent_titles[("codex", sid)] = name
+            for source, stamp, read in thread_name_sources(index):
+                if self.index_sigs.get(source) == stamp:
+                    continue
+                try:
+                    names = read()
+                except Exception as exc:  # an unreadable index or database: titles fall back
+                    _log.warning("cannot read Codex thread names", path=source, error=str(exc)[:200])
+                    continue
+                self.index_sigs[source] = stamp
+                for sid, name in names.items():
+                    if self.sent_titles.get(("codex", sid)) != name:
+                        self.builder.titles.append(["codex", sid, name])
+                        self.builder.add_header_bytes(len(sid) + len(name) + 16)
+                        self.sent_titles[("codex", sid)] = name
 
     def _mark_gone(self, candidates: list[Found], stats: PassStats) -> None:
         """Files we indexed that a full pass no longer finds, under roots listed without error."""

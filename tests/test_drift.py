@@ -232,3 +232,29 @@ def test_a_claude_transcript_rewritten_in_place_with_the_same_size_and_mtime_is_
     inproc_daemon.reconcile(full=True)
     assert len(inproc_daemon.search("jaguar")["hits"]) == 1
     assert inproc_daemon.search("margay")["hits"] == []
+
+
+def test_codex_thread_names_come_from_the_state_database_when_session_index_is_gone(
+        inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+    """Newer Codex keeps /rename names in state_<N>.sqlite's threads table (no session_index.jsonl):
+    they title the session, and a later rename there is picked up."""
+    import sqlite3
+
+    from tests.builders import CodexWriter
+
+    x = CodexWriter(roots["codex"])
+    x.user("a prompt about capybara herds").assistant("herd facts")
+    db = roots["codex"].parent / "state_5.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT, cwd TEXT, name TEXT)")
+    con.execute("INSERT INTO threads VALUES (?, ?, ?, ?)", (x.session_id, str(x.path), "/home/dev/api", "herd planning"))
+    con.commit()
+    inproc_daemon.reconcile()
+    [hit] = inproc_daemon.search("capybara")["hits"]
+    assert hit["title"] == "herd planning"
+    con.execute("UPDATE threads SET name = 'renamed herd work' WHERE id = ?", (x.session_id,))
+    con.commit()
+    con.close()
+    inproc_daemon.reconcile()
+    [hit] = inproc_daemon.search("capybara")["hits"]
+    assert hit["title"] == "renamed herd work"
