@@ -239,6 +239,7 @@ class Scanner:
             if on_control is not None:
                 on_control()
         self._titles()
+        self._side_titles()
         if full:
             self._mark_gone(candidates, stats)
         self._flush()
@@ -549,6 +550,27 @@ class Scanner:
                         self.builder.titles.append(["codex", sid, name])
                         self.builder.add_header_bytes(len(sid) + len(name) + 16)
                         self.sent_titles[("codex", sid)] = name
+
+    def _side_titles(self) -> None:
+        """Send titles agents keep beside their transcripts (AgentSpec.side_titles) that changed."""
+        if self.shard != 0:
+            return  # one scanner is enough, as for Codex thread names
+        for root in self.roots:
+            read = SPECS[root.agent].side_titles
+            if read is None:
+                continue
+            try:
+                pairs = list(read(root, self.index_sigs))
+            except Exception as exc:  # a title source is metadata only: the transcripts are still read
+                _log.warning("cannot read titles", root=root.path, error=str(exc)[:200])
+                continue
+            for sid, name in pairs:
+                if self.sent_titles.get((root.agent, sid)) != name:
+                    self.builder.titles.append([root.agent, sid, name])
+                    self.builder.add_header_bytes(len(sid) + len(name) + 16)
+                    self.sent_titles[(root.agent, sid)] = name
+                    if self.builder.full:
+                        self._flush()
 
     def _mark_gone(self, candidates: list[Found], stats: PassStats) -> None:
         """Files we indexed that a full pass no longer finds, under roots listed without error."""

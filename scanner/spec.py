@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,11 @@ class AgentSpec:
     # A unit that replaces another with the same content (Codex's plain rollout -> .jsonl.zst):
     # (new key) -> the key it continues, if any.
     predecessor: Callable[[str], str | None] = lambda path: None
+    # Titles kept beside the transcripts that change without them (Copilot's workspace.yaml, Cursor's
+    # chat meta.json): (root, signatures it may remember between calls, keyed by path) -> the
+    # (session id, title) pairs whose source changed since. One scanner calls it after every pass;
+    # what it returns wins over the transcript's own title, like Codex thread names.
+    side_titles: Callable[[Root, MutableMapping[str, Any]], Iterable[tuple[str, str]]] | None = None
 
 
 def file_discovery(wanted: Wanted, *, max_depth: int = 7, hidden: bool = False) -> Discover:
