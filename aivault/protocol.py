@@ -48,12 +48,15 @@ METHOD_STATUS: Final = "aiVault.searchStatus"
 METHOD_PING: Final = "aiVault.ping"
 METHOD_RECONCILE: Final = "aiVault.reconcile"
 METHOD_STATS: Final = "aiVault.indexStats"
+# What the index holds under given roots (aivault doctor): {roots: [path]} -> {path: {units, sessions, skipped}}.
+METHOD_ROOTS: Final = "aiVault.rootReport"
 # Local control (docs/contract.md §8): refused for any host but this machine's own index.
 METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
 
-RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_CLEAR)
+RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_ROOTS,
+                       METHOD_CLEAR)
 # Requests a client may send again on its own (after `busy`): asking twice changes nothing.
-IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS})
+IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS, METHOD_ROOTS})
 
 # The RPC frames' headers (docs/protocol.md §1.1) and an error reply's body.
 class RequestHeader(TypedDict):
@@ -270,6 +273,7 @@ class PassDone(TypedDict):
     too_old: int
     failed: list[dict[str, str]]  # [{path, reason}]
     problems: list[dict[str, str]]  # [{root, reason}]
+    roots: list[dict[str, Any]]  # full passes, first shard: [{root, agent, units, shaped, expects}]
 
 
 class Ping(TypedDict):

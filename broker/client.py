@@ -39,6 +39,7 @@ from aivault.protocol import (
     METHOD_CLEAR,
     METHOD_PING,
     METHOD_RECONCILE,
+    METHOD_ROOTS,
     METHOD_SEARCH,
     METHOD_STATS,
     METHOD_STATUS,
@@ -254,6 +255,12 @@ class Connection:
                               "runs a scan pass")
         if method == METHOD_CLEAR:
             raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); without one, run `aivault clear`")
+        if method == METHOD_ROOTS:
+            svc = self._direct()
+            report = getattr(svc, "root_report", None)
+            roots = params.get("roots") if isinstance(params, dict) else []
+            return report(roots) if report is not None else {r: {"units": 0, "sessions": 0, "skipped": {}}
+                                                              for r in roots or []}
         if method == METHOD_STATS:
             raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); `aivault status` works without one")
         raise MethodNotFound(f"unknown method {method!r}")

@@ -26,6 +26,7 @@ from aivault.protocol import (
     METHOD_CLEAR,
     METHOD_PING,
     METHOD_RECONCILE,
+    METHOD_ROOTS,
     METHOD_SEARCH,
     METHOD_STATS,
     METHOD_STATUS,
@@ -74,6 +75,8 @@ class Daemon:
         if m == METHOD_PING:
             return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
                     "home": str(self.home.path)}
+        if m == METHOD_ROOTS:
+            return self.service.root_report(_root_list(req.params))
         if m == METHOD_STATS:
             return self.service.stats()
         if m == METHOD_RECONCILE:
@@ -143,3 +146,10 @@ class Daemon:
         if self.failure is not None:
             raise DaemonFailed(f"the daemon stopped because {self.failure}; its log has the details")
         _log.info("daemon stopped")
+
+
+def _root_list(params: Any) -> list[str]:
+    roots = params.get("roots") if isinstance(params, dict) else None
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots) or len(roots) > 256:
+        raise InvalidParams("aiVault.rootReport takes {roots: [path, ...]} (at most 256)")
+    return roots

@@ -138,6 +138,13 @@ DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
     head_hash, state, sess, present, malformed, oversized, indexed_at, false, skips, mode FROM b_files"""
 COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"
+# What the index holds under one root: its present units, the sessions among them that have
+# messages, and the skip counters of those units (aivault doctor, and silent roots in status).
+SELECT_ROOT_REPORT: Final = """SELECT count(*) FILTER (WHERE f.present),
+    count(DISTINCT s.sess) FILTER (WHERE f.present AND s.message_count > 0),
+    coalesce(sum(f.malformed) FILTER (WHERE f.present), 0), coalesce(sum(f.oversized) FILTER (WHERE f.present), 0),
+    list(f.skips) FILTER (WHERE f.present AND f.skips <> '{}')
+    FROM files f LEFT JOIN sessions s ON s.sess = f.sess WHERE starts_with(f.path, ?)"""
 # Per-file skip counts for status: the present files' counters and skip maps.
 SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skips) FILTER (WHERE skips <> '{}')
     FROM files WHERE present GROUP BY agent ORDER BY agent"""

@@ -87,6 +87,7 @@ class Observations:
     last_sweep_at: int | None = None
     failed: list[dict[str, str]] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
+    roots: list[dict[str, Any]] = field(default_factory=list)  # the last census (scanner.scan._census)
     write_error: str | None = None
     full_passes: int = 0
 
@@ -386,6 +387,8 @@ class IndexerService:
         h = msg.header
         slot.failed = list(h.get("failed") or [])
         slot.problems = list(h.get("problems") or [])
+        if h.get("roots"):
+            self.obs.roots = [r for r in h["roots"] if isinstance(r, dict)]
         slot.progress.running = False
         slot.progress.files_done = slot.progress.files_changed
         done: list[Request] = []
@@ -411,6 +414,7 @@ class IndexerService:
                 "lastSweepCompletedAt": str(self.obs.last_sweep_at or ""),
                 "failed": json.dumps(self.obs.failed),
                 "problems": json.dumps(self.obs.problems),
+                "roots": json.dumps(self.obs.roots),
             })
         except duckdb.Error as exc:
             _log.warning("cannot persist observations", error=str(exc))

@@ -19,7 +19,7 @@ from aivault.indexer import schema as q
 from aivault.protocol import STATUS_SENTINEL
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
-from aivault.query.service import degraded_roots
+from aivault.query.service import degraded_roots, root_report, silent_roots
 
 
 class MissingIndexService:
@@ -110,6 +110,9 @@ class DirectService:
         failed = json.loads(obs.get("failed") or "[]")
         problems = degraded_roots(json.loads(obs.get("problems") or "[]"), failed,
                                   [r.path for r in default_roots()])
+        census = json.loads(obs.get("roots") or "[]")
+        if census:
+            problems += silent_roots(census, root_report(self.con, [str(c["root"]) for c in census]))
         return {
             "enabled": enabled,
             "phase": "idle",
@@ -121,6 +124,9 @@ class DirectService:
             "lastSweepCompletedAt": int(obs["lastSweepCompletedAt"]) if obs.get("lastSweepCompletedAt") else None,
             "generation": int(gen[0]) if gen else 0,
         }
+
+    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
+        return root_report(self.con, roots)
 
     def close(self) -> None:
         self.engine.close()

@@ -30,7 +30,7 @@ from aivault.indexer.service import IndexerService
 from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, open_writer, read_meta
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
-from aivault.query.service import degraded_roots, index_counts, wait_for_reconcile
+from aivault.query.service import degraded_roots, index_counts, root_report, silent_roots, wait_for_reconcile
 
 _log = log.get("service")
 
@@ -268,6 +268,8 @@ class LocalService:
         obs, prog = ix.obs, ix.progress
         roots = [spec.partition("=")[2] for spec in ix.extra_roots] + [r.path for r in self.roots()]
         degraded = degraded_roots(obs.problems, obs.failed, roots)
+        if obs.roots and not self.read_only:
+            degraded += silent_roots(obs.roots, root_report(self.con, [str(c["root"]) for c in obs.roots]))
         due = max(0, prog.files_changed - prog.files_done) if prog.running else 0
         if self.outage is not None:
             phase = "degraded"
@@ -297,6 +299,10 @@ class LocalService:
         from aivault.scanner.discover import default_roots
 
         return default_roots() if self.default_roots else []
+
+    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
+        with self.lifecycle.shared():
+            return root_report(self.con, roots)
 
     def stats(self) -> dict[str, Any]:
         """Progress and size figures for humans (`aivault status`, progress bars); not the contract."""

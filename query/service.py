@@ -125,3 +125,41 @@ def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNES
         if time.monotonic() - t0 <= deadline_s:
             raise ReconcileFailed(f"the reconcile before this search failed: {exc}") from exc
         return False
+
+
+def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, dict[str, Any]]:
+    """Per root path: the units the index holds under it, its sessions with messages, and its skips."""
+    cur = con.cursor()
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for path in roots:
+            prefix = path.rstrip("/") + "/"
+            row = cur.execute(q.SELECT_ROOT_REPORT, [prefix]).fetchone()
+            units, sessions, malformed, oversized, maps = row if row else (0, 0, 0, 0, [])
+            skipped: dict[str, int] = {}
+            if malformed:
+                skipped["malformed-line"] = int(malformed)
+            if oversized:
+                skipped["line-too-long"] = int(oversized)
+            for text in maps or []:
+                for k, v in json.loads(text).items():
+                    skipped[k] = skipped.get(k, 0) + int(v)
+            out[path] = {"units": int(units or 0), "sessions": int(sessions or 0), "skipped": skipped}
+    finally:
+        cur.close()
+    return out
+
+
+def silent_roots(census: list[dict[str, Any]], report: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """Degraded-root entries for roots that hold transcript-shaped files but no session with a
+    message: the parser or the discovery does not understand what is there."""
+    out = []
+    for c in census:
+        shaped = int(c.get("shaped") or 0)
+        indexed = report.get(str(c.get("root")), {}).get("sessions", 0)
+        if shaped > 0 and indexed == 0:
+            out.append({"root": str(c["root"]),
+                        "reason": f"holds {shaped} file(s) that look like {c.get('agent')} transcripts but no session "
+                                  f"was indexed from them (expected: {c.get('expects') or 'its transcripts'}); "
+                                  "run `aivault doctor` for details"})
+    return out

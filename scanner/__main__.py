@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 reqs=[m.header.get("req") for m in reqs], full=full, files_seen=stats.files_seen,
                 files_changed=stats.files_changed, messages=stats.messages, malformed=stats.malformed,
                 oversized=stats.oversized, record_cut=stats.record_cut, too_old=stats.too_old, failed=stats.failed,
-                problems=[{"root": p.root, "reason": p.reason} for p in stats.problems]))
+                problems=[{"root": p.root, "reason": p.reason} for p in stats.problems], roots=stats.roots))
             logger.info("pass done", full=full, files=stats.files_seen, changed=stats.files_changed,
                         messages=stats.messages, malformed=stats.malformed, failed=len(stats.failed),
                         problems=len(stats.problems))

@@ -40,7 +40,7 @@ from aivault.scanner.jsonutil import loads_line
 from aivault.scanner.link import Link
 from aivault.scanner.model import Parser
 from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats
-from aivault.scanner.sources import Found, LineFile, Root, RootProblem, head_fingerprint
+from aivault.scanner.sources import Found, LineFile, Root, RootProblem, census, head_fingerprint
 from aivault.text import Tokenizer
 
 _log = log.get("scanner.scan")
@@ -94,6 +94,7 @@ class PassStats:
     too_old: int = 0
     busy: int = 0  # units that changed while being read: read again next pass
     failed: list[dict[str, str]] = field(default_factory=list)
+    roots: list[dict[str, Any]] = field(default_factory=list)  # full passes: what each root holds
     problems: list[RootProblem] = field(default_factory=list)
 
 
@@ -242,6 +243,8 @@ class Scanner:
         self._side_titles()
         if full:
             self._mark_gone(candidates, stats)
+            if self.shard == 0:  # every scanner sees every root; one census is enough
+                self._census(candidates, stats)
         self._flush()
         self.link.drain()
         self._progress(req, stats, force=True)
@@ -571,6 +574,19 @@ class Scanner:
                     self.sent_titles[(root.agent, sid)] = name
                     if self.builder.full:
                         self._flush()
+
+    def _census(self, candidates: list[Found], stats: PassStats) -> None:
+        """Per root: its units and the files that look like the agent's transcripts. A root holding
+        such files that yields no session is the failure users report most ("it indexed zero
+        sessions of agent X and said it was healthy"), so it is counted, not guessed."""
+        for root in self.roots:
+            spec = SPECS[root.agent]
+            if not os.path.isdir(root.path):
+                continue
+            prefix = root.path.rstrip(os.sep) + os.sep
+            units = sum(1 for f in candidates if f.path.startswith(prefix) and f.agent == root.agent)
+            stats.roots.append({"root": root.path, "agent": root.agent, "units": units,
+                                "shaped": census(root.path, spec.shaped), "expects": spec.expects})
 
     def _mark_gone(self, candidates: list[Found], stats: PassStats) -> None:
         """Files we indexed that a full pass no longer finds, under roots listed without error."""

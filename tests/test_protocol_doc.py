@@ -61,7 +61,7 @@ def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     d.start()
     try:
-        params = {p.METHOD_SEARCH: {"query": "x"}, p.METHOD_RECONCILE: {"full": False}}
+        params = {p.METHOD_SEARCH: {"query": "x"}, p.METHOD_RECONCILE: {"full": False}, p.METHOD_ROOTS: {"roots": []}}
         for method in p.RPC_METHODS:
             d.handle(RpcRequest("1", method, params.get(method, {})))
         with pytest.raises(MethodNotFound):

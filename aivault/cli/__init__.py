@@ -15,6 +15,7 @@ import threading
 
 from aivault import log
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
+from aivault.cli.doctor import cmd_doctor
 from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
 from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
 from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
@@ -71,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="indexing status")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
+    p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
+    roots(p)
+    p.add_argument("--json", action="store_true", help="the same report as data")
+    p.set_defaults(fn=cmd_doctor)
     p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
     p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
     p.add_argument("params", nargs="?", help="JSON parameters")
