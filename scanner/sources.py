@@ -328,7 +328,11 @@ def open_sqlite(path: str) -> sqlite3.Connection:
         con = sqlite3.connect(uri, uri=True, timeout=2.0, check_same_thread=False)
         con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return con
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as exc:
+        # A writer holding the lock is not a read-only directory: immutable=1 would read the main
+        # file halfway through its commit. The caller retries later instead.
+        if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+            raise
         con = sqlite3.connect(f"file:{_quote(path)}?immutable=1", uri=True, timeout=2.0, check_same_thread=False)
         con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return con
@@ -351,3 +355,32 @@ def db_change_stamp(path: str) -> int:
         except OSError:
             parts += [-1, -1]
     return zlib.crc32(repr(parts).encode()) | (len(parts) << 32)
+
+
+# --- what a root holds, whatever the parsers make of it -------------------------------------------
+# A census looks at file names only; it stops after this many entries (a huge unrelated tree).
+CENSUS_MAX_ENTRIES = 200_000
+
+
+def census(path: str, shaped: Callable[[str], bool], *, max_depth: int = MAX_DEPTH) -> int:
+    """How many files under ``path`` look like the agent's transcripts by name (``shaped``)."""
+    count = 0
+    seen = 0
+    stack = [(path, 0)]
+    while stack and seen < CENSUS_MAX_ENTRIES:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    seen += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if depth < max_depth:
+                                stack.append((entry.path, depth + 1))
+                        elif shaped(entry.name):
+                            count += 1
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return count
