@@ -39,6 +39,9 @@ _log = log.get("daemon")
 
 
 _REPLY_CACHE = 64
+# Every method Daemon.handle serves; the broker answers any other one itself.
+DAEMON_METHODS: frozenset[str] = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_ROOTS, METHOD_STATS,
+                                            METHOD_RECONCILE, METHOD_CLEAR})
 # The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
 _EXIT_FATAL = 70
 
@@ -54,7 +57,8 @@ class Daemon:
         self._endpoint: SessionSearchService = NULL_SERVICE
         # The readiness probe is answered by the broker's loop: `aivault status` then tells a
         # deaf broker from a busy one.
-        self.broker = Broker(home.rpc_endpoint, home.key(), self.handle, inline=frozenset({METHOD_PING}))
+        self.broker = Broker(home.rpc_endpoint, home.key(), self.handle, inline=frozenset({METHOD_PING}),
+                             methods=DAEMON_METHODS)
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
         self._stop = threading.Event()

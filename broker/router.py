@@ -31,7 +31,7 @@ import zmq
 
 from aivault import log
 from aivault.codec import RpcReply, RpcRequest, decode_request, encode_reply, peek_request_id
-from aivault.errors import AivaultError, Busy, error_value
+from aivault.errors import AivaultError, Busy, MethodNotFound, error_value
 from aivault.protocol import (
     RPC_BACKLOG_MAX_BYTES,
     RPC_ECHO_MAX_CHARS,
@@ -103,15 +103,18 @@ class _Throttle:
 
 class Broker:
     def __init__(self, endpoint: str, key: bytes, handler: Handler, *, workers: int = WORKERS,
-                 inline: frozenset[str] = frozenset(), max_queued: int = RPC_MAX_QUEUED_REQUESTS,
-                 peer_max_inflight: int = RPC_PEER_MAX_INFLIGHT) -> None:
+                 inline: frozenset[str] = frozenset(), methods: frozenset[str] | None = None,
+                 max_queued: int = RPC_MAX_QUEUED_REQUESTS, peer_max_inflight: int = RPC_PEER_MAX_INFLIGHT) -> None:
         """``inline`` methods are answered by the loop itself (the readiness probe): they must be
-        instant, and they then measure the broker, not the depth of the workers' queue."""
+        instant, and they then measure the broker, not the depth of the workers' queue. With
+        ``methods`` (every method the handler serves), any other method is answered
+        method-not-found by the loop at once: it never waits behind real work, nor is refused busy."""
         self.endpoint = endpoint
         self.key = key
         self.handler = handler
         self.workers = workers
         self.inline = inline
+        self.methods = methods
         self.max_queued = max_queued
         self.peer_max_inflight = peer_max_inflight
         self.ctx: zmq.Context[Any] = zmq.Context.instance()
@@ -226,6 +229,9 @@ class Broker:
             req = decode_request(self.key, body)
         except AivaultError as exc:  # parse-error, authentication-failed, invalid-request
             self._refuse(front, ident, peek_request_id(body) or "?", exc)
+            return
+        if self.methods is not None and req.method not in self.methods and req.method not in self.inline:
+            self._refuse(front, ident, req.id, MethodNotFound(f"unknown method {clip(req.method)!r}"))
             return
         if req.method in self.inline:
             reply = self._reply(ident, req, t0, functools.partial(self.handler, req))
