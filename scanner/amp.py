@@ -77,8 +77,11 @@ def thread_unit(doc: dict[str, Any], found: Found, sig: int) -> Unit:
         times.append(created)
     raw = doc.get("messages")
     for msg in raw if isinstance(raw, list) else []:
-        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
-            count_skip(skips, "malformed-record" if not isinstance(msg, dict) else "unknown_role")
+        if not isinstance(msg, dict):
+            count_skip(skips, "malformed-record")
+            continue
+        if msg.get("role") not in ("user", "assistant"):
+            count_skip(skips, f"unknown_role:{str(msg.get('role'))[:40]}")
             continue
         ts = _message_time(msg)
         if ts is not None:

@@ -232,6 +232,7 @@ def _same_slot(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def from_ui(ui: list[Any], results: ToolResults, skips: dict[str, int]) -> Conversation:
     conv = Conversation()
     items = []
+    requested = False  # an api_req_started was seen: the model is answering from here on
     for m in ui:
         if isinstance(m, dict) and m.get("type") in ("say", "ask") and isinstance(m.get(m["type"]), str):
             items.append(m)
@@ -247,7 +248,15 @@ def from_ui(ui: list[Any], results: ToolResults, skips: dict[str, int]) -> Conve
         if isinstance(reasoning, str) and m[m["type"]] != "reasoning":
             conv.add("assistant", "thinking", reasoning, ts)
         text = m.get("text")
-        _ui_record(conv, m["type"], m[m["type"]], text if isinstance(text, str) else "", ts, results, skips)
+        text = text if isinstance(text, str) else ""
+        name = m[m["type"]]
+        requested = requested or name == "api_req_started"
+        if m["type"] == "say" and name == "text" and not requested and conv.first_prompt is None:
+            # Roo and Kilo record the task as the first say:text (Cline as say:task).
+            conv.first_prompt = text if text.strip() else None
+            conv.add("user", "text", text, ts)
+        else:
+            _ui_record(conv, m["type"], name, text, ts, results, skips)
         if isinstance(m.get("images"), list) and m["images"]:
             skips["image"] = skips.get("image", 0) + len(m["images"])
         if len(conv.messages) == before and ts is not None:
