@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -17,8 +17,19 @@ from urllib.parse import unquote, urlparse
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import Message, SessionInfo
-from aivault.scanner.sources import Found, Mode, Root, Unit, count_skip, file_signature
-from aivault.scanner.spec import AgentSpec, file_discovery
+from aivault.scanner.sources import (
+    Found,
+    Mode,
+    Root,
+    RootProblem,
+    Unit,
+    count_skip,
+    file_signature,
+    signature,
+    walk_changed,
+    walk_files,
+)
+from aivault.scanner.spec import AgentSpec
 
 # A thread that does not parse and was written this recently is mid-rewrite: read it next pass.
 SETTLE_S = 30
@@ -41,6 +52,33 @@ def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
 
 def _wanted(directory: str, name: str) -> Mode | None:
     return "whole" if name.startswith("T-") and name.endswith(".json") else None
+
+
+# (root) -> the thread files a pass found under it, so a recent pass can stat them: Amp rewrites a
+# thread in place, which changes the file but not its folder's mtime.
+_KNOWN: dict[str, dict[str, Found]] = {}
+
+
+def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
+    """A full pass walks the root; a recent pass lists folders whose mtime changed (new threads) and
+    stats every thread file already known (rewritten threads)."""
+    known = _KNOWN.get(root.path)
+    if full or dirs is None or known is None or root.path not in dirs:
+        known = {f.path: f for f in walk_files(root, problems, dirs, _wanted, max_depth=MAX_DEPTH)}
+    else:
+        known.update((f.path, f) for f in walk_changed(root, problems, dirs, _wanted, max_depth=MAX_DEPTH))
+        for path in list(known):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                del known[path]
+                continue
+            except OSError:
+                continue
+            known[path] = Found(path, root.agent, st.st_dev, st.st_ino, st.st_size,
+                                signature(st.st_size, st.st_mtime_ns, st.st_ino), "whole")
+    _KNOWN[root.path] = known
+    yield from known.values()
 
 
 def read_thread(found: Found) -> Unit:
@@ -191,6 +229,6 @@ def _parent(doc: dict[str, Any]) -> str | None:
 
 
 SPEC = AgentSpec(
-    name="amp", label="Amp", default_roots=default_roots, discover=file_discovery(_wanted, max_depth=MAX_DEPTH),
+    name="amp", label="Amp", default_roots=default_roots, discover=discover,
     read_unit=read_thread, expects="threads/T-<uuid>.json (one JSON document per thread)",
     shaped=lambda name: name.startswith("T-") and name.endswith(".json"))

@@ -114,7 +114,8 @@ def test_roo_task_native_tools_history_item_and_parent() -> None:
                             ("assistant", "text")]
     assert unit.messages[1].text == 'read_file {"args":{"file":[{"path":"src/warmer.ts","line_range":["1-40"]}]}}'
     assert "await fetchOne(key)" in unit.messages[2].text
-    assert unit.messages[4].text == "Parallelise the warmer with a concurrency limit?\n- Yes, limit 8\n- No, keep it serial"
+    assert unit.messages[4].text == ("Parallelise the warmer with a concurrency limit?\n"
+                                     "- Yes, limit 8\n- No, keep it serial")
     s = unit.session
     assert (s.agent, s.title, s.cwd, s.parent_session_id) == (
         "roo", "Profile why the cache warmer is slow", "/home/dev/cache", "0199bd3e-5a10-7000-8000-00000000beef")
