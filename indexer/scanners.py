@@ -14,8 +14,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from concurrent.futures import Future
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from aivault import log
 from aivault.home import Home
 from aivault.protocol import shard_of
 
-__all__ = ["EXIT_USAGE", "MAX_SCANNERS", "Progress", "Request", "ScannerPool", "Slot", "default_scanners", "shard_of"]
+__all__ = ["EXIT_USAGE", "MAX_SCANNERS", "Progress", "ScannerPool", "Slot", "default_scanners", "shard_of"]
 
 _log = log.get("indexer.scanners")
 
@@ -67,6 +66,18 @@ class Progress:
         self.messages_read += other.messages_read
         self.messages_committed += other.messages_committed
 
+    def report(self, header: Mapping[str, Any]) -> None:
+        """A PROGRESS message from the scanner: the first of a pass starts counting commits again."""
+        if not self.running:
+            self.running = True
+            self.messages_committed = 0
+        self.files_seen = int(header.get("files_seen", 0))
+        self.files_changed = int(header.get("files_changed", 0))
+        self.files_done = int(header.get("files_done", 0))
+        self.bytes_total = int(header.get("bytes_total", 0))
+        self.bytes_done = int(header.get("bytes_done", 0))
+        self.messages_read = int(header.get("messages", 0))
+
 
 @dataclass(slots=True)
 class Slot:
@@ -100,27 +111,6 @@ class Slot:
         proc.returncode = os.waitstatus_to_exitcode(status)
         self.peak_rss_kb = max(self.peak_rss_kb, int(usage.ru_maxrss))
         return proc.returncode
-
-
-SUMMED = ("files_seen", "files_changed", "messages", "malformed", "oversized", "record_cut", "too_old")
-
-
-@dataclass(slots=True)
-class Request:
-    """A reconcile request: done when every shard has reported a pass that started after it."""
-
-    full: bool
-    futures: list[Future[dict[str, Any]]]
-    remaining: set[int]
-    summary: dict[str, Any] = field(default_factory=lambda: {k: 0 for k in SUMMED})
-
-    def absorb(self, shard: int, header: dict[str, Any]) -> bool:
-        """Count one shard's pass; True when the request is complete."""
-        if shard in self.remaining:
-            self.remaining.discard(shard)
-            for k in SUMMED:
-                self.summary[k] += int(header.get(k) or 0)
-        return not self.remaining
 
 
 class ScannerPool:

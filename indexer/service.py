@@ -10,14 +10,12 @@ read-only properties.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,8 @@ from aivault.indexer.mailbox import (
     VectorsSwap,
 )
 from aivault.indexer.merges import Merges
-from aivault.indexer.scanners import EXIT_USAGE, Progress, Request, ScannerPool, Slot, default_scanners, shard_of
+from aivault.indexer.passes import Observations, Passes
+from aivault.indexer.scanners import EXIT_USAGE, Progress, ScannerPool, Slot, default_scanners, shard_of
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import Meta, WriteFailure, classify_write_error, now_ms
 from aivault.indexer.vector_service import VectorService
@@ -81,17 +80,6 @@ _SNAPSHOT_PAGE = 5000
 _LOOP_TICK_MS = 50
 
 
-@dataclass(slots=True)
-class Observations:
-    last_reconcile_at: int | None = None
-    last_sweep_at: int | None = None
-    failed: list[dict[str, str]] = field(default_factory=list)
-    problems: list[dict[str, str]] = field(default_factory=list)
-    roots: list[dict[str, Any]] = field(default_factory=list)  # the last census (scanner.scan._census)
-    write_error: str | None = None
-    full_passes: int = 0
-
-
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, history_days: int | None = None,
@@ -118,13 +106,10 @@ class IndexerService:
         self.started = False
         self.closed = False
         self._requests: queue.Queue[Mail] = queue.Queue()
-        self._pending: dict[int, Request] = {}
-        self._req_seq = 0
+        self.passes = Passes(self.slots, self._send_reconcile)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_batch_at = time.monotonic()
-        self._last_recent = 0.0
-        self._last_full = 0.0
         self._refusals = 0
         self.write_failure: WriteFailure | None = None
         self.batches_ok = 0
@@ -247,8 +232,8 @@ class IndexerService:
         except zmq.ZMQError as exc:
             _log.warning("cannot reach scanner", error=str(exc))
 
-    def _reconcile_header(self, req_id: int, full: bool) -> Reconcile:
-        return Reconcile(req=req_id, full=full, cutoff_ms=self.cutoff_ms())
+    def _send_reconcile(self, slot: Slot, req_id: int, full: bool) -> None:
+        self._send(slot.ident, K_RECONCILE, Reconcile(req=req_id, full=full, cutoff_ms=self.cutoff_ms()))
 
     def _on_frames(self, frames: list[bytes]) -> None:
         ident, rest = frames[0], frames[1:]
@@ -273,7 +258,7 @@ class IndexerService:
             paths = [p for p in msg.header.get("paths", []) if isinstance(p, str)]
             self._send(ident, K_STATE, State(req=msg.header.get("req"), last=True, states=self.writer.states(paths)))
         elif msg.kind == K_PROGRESS:
-            self._on_progress(slot, msg)
+            slot.progress.report(msg.header)
         elif msg.kind == K_PASS_DONE:
             self._on_pass_done(slot, msg)
 
@@ -298,13 +283,9 @@ class IndexerService:
             self._send(ident, K_STATE, State(req=h.get("req"), epoch=slot.epoch, files=page, last=i == len(pages) - 1))
         _log.info("scanner connected", shard=shard, epoch=slot.epoch, files=len(rows), pid=h.get("pid"))
         # Whatever was asked of a previous scanner of this shard is asked again of this one.
-        slot.sent.clear()
-        if not self._pending and self.schedule and self.obs.full_passes == 0:
-            self._enqueue_pass(True, None)
-        for req_id, request in sorted(self._pending.items()):
-            if shard in request.remaining:
-                self._send(ident, K_RECONCILE, self._reconcile_header(req_id, request.full))
-                slot.sent.add(req_id)
+        if not self.passes.pending and self.schedule and self.obs.full_passes == 0:
+            self.passes.ask(True, None)
+        self.passes.resend(slot)
 
     def _on_batch(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
@@ -368,20 +349,7 @@ class IndexerService:
                    retry_in_s=delay)
         self._send(slot.ident, K_NACK, Nack(seq=seq, reason=failure.message, retry_after_s=delay))
         if not self.schedule:
-            self._fail_pending(IndexWriteFailed(failure.summary(lost)))
-
-    def _on_progress(self, slot: Slot, msg: IngestMessage) -> None:
-        h = msg.header
-        p = slot.progress
-        if not p.running:
-            p.running = True
-            p.messages_committed = 0
-        p.files_seen = int(h.get("files_seen", 0))
-        p.files_changed = int(h.get("files_changed", 0))
-        p.files_done = int(h.get("files_done", 0))
-        p.bytes_total = int(h.get("bytes_total", 0))
-        p.bytes_done = int(h.get("bytes_done", 0))
-        p.messages_read = int(h.get("messages", 0))
+            self.passes.fail_all(IndexWriteFailed(failure.summary(lost)))
 
     def _on_pass_done(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
@@ -391,31 +359,17 @@ class IndexerService:
             self.obs.roots = [r for r in h["roots"] if isinstance(r, dict)]
         slot.progress.running = False
         slot.progress.files_done = slot.progress.files_changed
-        done: list[Request] = []
-        for req in h.get("reqs") or []:
-            slot.sent.discard(req)
-            request = self._pending.get(req)
-            if request is not None and request.absorb(slot.shard, h):
-                done.append(self._pending.pop(req))
+        done = self.passes.absorb(slot, h)
         if not done:
             return
-        self.obs.last_reconcile_at = now_ms()
-        self.obs.failed = [f for s in self.slots for f in s.failed]
-        # Every shard walks every root, so each reports the same root problems.
-        self.obs.problems = list({(p["root"], p["reason"]): p for s in self.slots for p in s.problems}.values())
+        self.obs.gather(self.slots)
         if any(r.full for r in done):
             self._sweep()
             self.obs.last_sweep_at = now_ms()
             self.obs.full_passes += 1
         # Persist first: whoever waits on the pass may read the observations (or write) next.
         try:
-            self.writer.save_observations({
-                "lastReconcileAt": str(self.obs.last_reconcile_at or ""),
-                "lastSweepCompletedAt": str(self.obs.last_sweep_at or ""),
-                "failed": json.dumps(self.obs.failed),
-                "problems": json.dumps(self.obs.problems),
-                "roots": json.dumps(self.obs.roots),
-            })
+            self.writer.save_observations(self.obs.as_meta())
         except duckdb.Error as exc:
             _log.warning("cannot persist observations", error=str(exc))
         for request in done:
@@ -439,7 +393,7 @@ class IndexerService:
         """One request from another thread, on the indexer thread (the only writer)."""
         match mail:
             case ReconcileAsked(full, fut):
-                self._enqueue_pass(full, fut)
+                self.passes.ask(full, fut)
             case VectorsPublish() | VectorsAlign() | VectorsSwap():
                 if self.vec is not None:
                     self.vec.handle(mail)
@@ -454,24 +408,6 @@ class IndexerService:
                 self.merges.compact(mode, fut)
             case MergeFailed(plan, err):
                 self.merges.failed(plan, err)
-
-    def _enqueue_pass(self, full: bool, fut: Future[dict[str, Any]] | None) -> None:
-        # Coalesce with a request not yet handed to any scanner.
-        for req_id, request in self._pending.items():
-            if not any(req_id in slot.sent for slot in self.slots) and (request.full or not full):
-                if fut:
-                    request.futures.append(fut)
-                return
-        self._req_seq += 1
-        req_id = self._req_seq
-        self._pending[req_id] = Request(full, [fut] if fut else [], {slot.shard for slot in self.slots})
-        for slot in self.slots:
-            if slot.ident is not None:
-                self._send(slot.ident, K_RECONCILE, self._reconcile_header(req_id, full))
-                slot.sent.add(req_id)
-        if full:
-            self._last_full = time.monotonic()
-        self._last_recent = time.monotonic()
 
     # --- scanner processes (indexer/scanners.py) ---------------------------------------------------
     def _supervise(self, now: float) -> None:
@@ -495,11 +431,8 @@ class IndexerService:
         for slot in self.slots:
             if slot.ident is not None:
                 slot.respawn_delay = 1.0
-        if self.schedule and all(slot.ident is not None for slot in self.slots) and not self._pending:
-            if now - self._last_full >= FULL_PASS_INTERVAL_S:
-                self._enqueue_pass(True, None)
-            elif now - self._last_recent >= RECENT_PASS_INTERVAL_S:
-                self._enqueue_pass(False, None)
+        if self.schedule and (full := self.passes.due(now, FULL_PASS_INTERVAL_S, RECENT_PASS_INTERVAL_S)) is not None:
+            self.passes.ask(full, None)
         idle = now - self._last_batch_at
         if idle >= IDLE_FREEZE_AFTER_S and not self._idle_compacted and not self.writer.segments.merging:
             # Quiet for a while: leave the index in its fastest shape for queries.
@@ -533,20 +466,13 @@ class IndexerService:
     def wait_idle(self, timeout_s: float = 600.0) -> None:
         """Block until every requested pass has committed (nothing pending)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self._pending and not self.closed:
+        while time.monotonic() < deadline and self.passes.pending and not self.closed:
             time.sleep(0.05)
 
     # --- shutdown -------------------------------------------------------------------------------
-    def _fail_pending(self, reason: str | Exception) -> None:
-        for request in self._pending.values():
-            for fut in request.futures:
-                with contextlib.suppress(InvalidStateError):  # the caller may have settled it
-                    fut.set_exception(reason if isinstance(reason, Exception) else IndexerClosed(reason))
-        self._pending.clear()
-
     def _shutdown(self) -> None:
         # Nothing pending can complete any more: tell the waiters now, not after the scanner exits.
-        self._fail_pending("the indexer stopped before the pass finished")
+        self.passes.fail_all("the indexer stopped before the pass finished")
         if self.vec is not None:
             # The worker may be waiting on this thread for a commit: serve its requests while it stops.
             worker = self.vec.worker
@@ -563,5 +489,5 @@ class IndexerService:
         self.merges.interrupt()
         self.closed = True  # before the last drain: see reconcile()
         self._drain_requests()
-        self._fail_pending("the indexer stopped before the pass finished")
+        self.passes.fail_all("the indexer stopped before the pass finished")
         self.merges.done()

@@ -126,7 +126,7 @@ def test_wait_until_current_gives_up_after_five_seconds_without_cancelling(inpro
         os.kill(scanner.pid, signal.SIGCONT)
     assert r["kind"] == "results" and r["truncated"]["freshness"] is True and len(r["hits"]) == 2
     assert 5.0 <= waited < 8 and r["durationMs"] < 1000
-    assert ix._pending, "the reconcile was cancelled"
+    assert ix.passes.pending, "the reconcile was cancelled"
     ix.wait_idle(60)
     assert len(inproc_daemon.search("latecomer")["hits"]) == 1
 
