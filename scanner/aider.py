@@ -308,7 +308,7 @@ def _is_user(line: str, strict: bool) -> bool:
 def parse_chat(text: str, ms: int | None, skips: dict[str, int]) -> tuple[list[Message], str | None]:
     """The messages of one chat and its title: ``####`` lines are the user (consecutive ones one
     message), ``>`` runs Aider's own output, everything else the model's replies."""
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n")  # a history edited on Windows
     strict_user = any(line.startswith("#### ") and line.endswith("  ") for line in lines)
     strict_tool = any(line.startswith("> ") and line.endswith("  ") for line in lines)
     out: list[Message] = []

@@ -262,9 +262,11 @@ def test_the_editor_global_state_supplies_roo_cwd_and_parent(tmp_path: Path) -> 
 # --- through the real pipeline ---------------------------------------------------------------------------
 @pytest.fixture
 def cline_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon, Path]]:
-    tasks = b.tasks_root(tmp_path / "userhome")
+    user = tmp_path / "userhome"
+    tasks = b.tasks_root(user)
     tasks.mkdir(parents=True)
-    d = InprocDaemon(home, {"cline": tasks})
+    d = InprocDaemon(home, {"cline": tasks, "roo": b.tasks_root(user, b.ROO_EXT, "Cursor"),
+                            "kilo": b.tasks_root(user, b.KILO_EXT, "VSCodium")})
     try:
         yield d, tasks
     finally:
@@ -294,6 +296,17 @@ def test_a_task_is_found_searched_and_re_read_once_when_it_changes(cline_daemon:
     [hit] = d.search("replay window")["hits"]
     assert hit["messageCount"] == 6 and hit["sessionId"] == w.task_id
     assert len(d.search("webhook signature")["hits"]) == 1
+
+
+def test_roo_and_kilo_tasks_are_their_own_agents(cline_daemon: tuple[InprocDaemon, Path]) -> None:
+    """The same task layout under the Roo and Kilo extension folders is indexed as roo and kilo."""
+    d, tasks = cline_daemon
+    user = tasks.parents[5]
+    b.TaskWriter(b.tasks_root(user, b.ROO_EXT, "Cursor"), "0199-roo").task("roo wombat question").save()
+    b.TaskWriter(b.tasks_root(user, b.KILO_EXT, "VSCodium"), "0199-kilo").task("kilo wombat question").save()
+    d.reconcile()
+    hits = d.search("wombat question")["hits"]
+    assert sorted((h["agent"], h["sessionId"]) for h in hits) == [("kilo", "0199-kilo"), ("roo", "0199-roo")]
 
 
 # --- kill -9 of the scanner while task folders stream ------------------------------------------------
