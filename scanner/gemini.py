@@ -340,8 +340,14 @@ def chats_discovery(wanted: Wanted, chats_dir: Callable[[str], bool] = is_chats_
     return discover
 
 
+def _predecessor(path: str) -> str | None:
+    """A ``session-*.jsonl`` continues the legacy ``session-*.json`` Gemini migrated it from."""
+    name = os.path.basename(path)
+    return path[:-1] if name.startswith(SESSION_PREFIX) and name.endswith(".jsonl") else None
+
+
 SPEC = AgentSpec(
     name="gemini", label="Gemini CLI", default_roots=default_roots,
-    discover=chats_discovery(session_file_mode), read_unit=read_unit,
+    discover=chats_discovery(session_file_mode), read_unit=read_unit, predecessor=_predecessor,
     expects="<project>/chats/session-<time>-<id>.jsonl (or legacy .json; subagents chats/<parent>/<id>.jsonl)",
     shaped=lambda name: name.startswith(SESSION_PREFIX) and name.endswith((".json", ".jsonl")))

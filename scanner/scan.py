@@ -498,10 +498,16 @@ class Scanner:
         info = session_dict(unit.session)
         info["message_count"] = total
         stats.bytes_done += found.size
+        # A unit the agent moved to a new name (Gemini's session-*.json resumed as .jsonl) replaces
+        # the one it continues: named as a hint on the part read from 0, whose commit drops it
+        # (the indexer knows every shard's files, so the hint holds when another shard read it).
+        pred = SPECS[found.agent].predecessor(found.path) if rec is None else None
+        renamed_from = pred if pred != found.path else None
 
         def open_part(first: int, fresh: bool) -> int:
             return self._open_part(Found(found.path, found.agent, found.dev, found.ino, found.size, unit.signature,
-                                         "whole", found.locator), None, first, fresh, None, size=total)
+                                         "whole", found.locator), None, first, fresh,
+                                   renamed_from if fresh else None, size=total)
 
         def close_part(idx: int, end: int, skips: dict[str, int]) -> None:
             fp = self.builder.files[idx]
@@ -509,6 +515,8 @@ class Scanner:
             fp.update({"end": end, "head_len": 0, "head_hash": 0, "state": state_blob, "session": info,
                        "malformed": skips.pop("malformed-record", 0), "oversized": 0, "skips": skips})
             self.builder.add_header_bytes(len(state_blob))
+            if renamed_from is not None:
+                self.known.pop(renamed_from, None)
             self.known[found.path] = FileRec(found.path, found.agent, found.dev, found.ino, total, unit.signature,
                                              end, 0, 0, True, mode="whole")
 

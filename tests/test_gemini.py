@@ -349,3 +349,28 @@ def test_daemon_indexes_a_gemini_session_once_and_rereads_a_change_once(inproc_d
     [hit] = inproc_daemon.search("albatross")["hits"]
     assert hit["sessionId"] == w.session_id and hit["messageCount"] == 5
     assert len(inproc_daemon.search("pelican", limit=10)["hits"]) == 1
+
+
+def test_a_legacy_document_migrated_to_jsonl_stays_one_session(inproc_daemon: InprocDaemon,
+                                                               roots: dict[str, Path]) -> None:
+    """A session-*.json indexed before Gemini resumed it as session-*.jsonl is replaced by the log (one session,
+    the new message searchable, the old file's rows gone rather than left as an unverifiable copy)."""
+    sid = "9d0f0000-0000-4000-8000-00000000e2e1"
+    chats = roots["gemini"] / "heron" / "chats"
+    chats.mkdir(parents=True)
+    legacy = chats / "session-2026-02-01T10-00-9d0f0000.json"
+    meta = gb.metadata(sid, "/home/dev/heron", iso(BASE_TIME))
+    messages = [gb.user_message("m1", iso(BASE_TIME), "why does the heron build fail on arm64"),
+                gb.gemini_message("m2", iso(BASE_TIME), "The heron toolchain pins an x86 linker.")]
+    legacy.write_bytes(orjson.dumps(gb.legacy_document(meta, messages)))
+    assert inproc_daemon.reconcile()["messages"] == 2
+    assert len(inproc_daemon.search("heron")["hits"]) == 1
+    # Gemini's migration on resume: the log is written beside the document, which stays.
+    later = gb.user_message("m3", iso(BASE_TIME), "and the egret build on riscv")
+    legacy.with_suffix(".jsonl").write_bytes(gb.jsonl([meta, *messages, later]))
+    assert inproc_daemon.reconcile()["messages"] == 3
+    [hit] = inproc_daemon.search("heron", limit=10)["hits"]
+    assert hit["sessionId"] == sid and hit["messageCount"] == 3
+    assert [h["sessionId"] for h in inproc_daemon.search("egret")["hits"]] == [sid]
+    ix = inproc_daemon.service.indexer
+    assert [p for p, f in ix.writer.files.items() if f.present] == [str(legacy.with_suffix(".jsonl"))]
