@@ -444,7 +444,7 @@ def read_history_unit(found: Found) -> Unit:
     return Unit(session, messages, before, skips)
 
 
-# --- where Copilot keeps its sessions (docs/formats.md §8, §13) -------------------------------------
+# --- where Copilot keeps its sessions (docs/formats.md §8.1) ------------------------------------------
 def copilot_home(env: Mapping[str, str], home: Path) -> Path:
     value = env.get("COPILOT_HOME")
     return Path(value).expanduser().absolute() if value else home / ".copilot"

@@ -432,3 +432,13 @@ def test_end_to_end_discovery_search_rename_and_append(home: Home, copilot_home:
         assert daemon.reconcile()["files_changed"] == 0
     finally:
         daemon.close()
+
+
+def test_sample_session() -> None:
+    """samples/copilot: the /rename name is the title; reasoning, a call announced twice, its result."""
+    sid = "9b2f6c1d-4e8a-4f3b-a7d5-2c1e0f9b8a76"
+    parser, messages = parse(SAMPLES / "session-state" / sid / "events.jsonl")
+    s = parser.session
+    assert (s.session_id, s.title, s.cwd, s.branch) == \
+        (sid, "lock-free token bucket", "/home/dev/ratelimiter", "fix/race-counter")
+    assert [m.kind for m in messages] == ["text", "thinking", "text", "tool_call", "tool_result", "text"]
