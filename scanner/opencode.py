@@ -195,4 +195,4 @@ SPEC = AgentSpec(
     name=AGENT, label="OpenCode", default_roots=default_roots, discover=discover, read_unit=read_unit,
     expects="opencode.db / opencode-<channel>.db (SQLite), or storage/session/<project>/<session>.json",
     shaped=lambda name: name == DB_NAME or (name.startswith(CHANNEL_DB_PREFIX) and name.endswith(".db"))
-    or name == opencode_legacy.STORAGE)
+    or (name.startswith(opencode_legacy.SESSION_PREFIX) and name.endswith(".json")))

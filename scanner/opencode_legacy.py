@@ -22,6 +22,7 @@ from aivault.scanner.opencode_parts import Conversation, SessionRecord, add_mess
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, count_skip, signature
 
 STORAGE: Final = "storage"
+SESSION_PREFIX: Final = "ses_"  # session ids and so session file names
 # Session, message and part documents are small; anything larger is not what OpenCode writes.
 DOCUMENT_MAX_BYTES: Final = 64 * 1024 * 1024
 # A document that does not parse is being written if it changed this recently (scanner/scan.py
