@@ -135,11 +135,13 @@ def discover(root: Root, problems: list[RootProblem], full: bool, skip: frozense
     horizon = time.time_ns() - RECENT_WINDOW_S * 1_000_000_000
     for project in projects:
         for session_file in _json_files(project):
+            stem = os.path.basename(session_file)[: -len(".json")]
+            # A recent pass opens only sessions touched lately (the stem is the id in what OpenCode writes).
+            if not full and not (_recent(session_file, horizon)
+                                 or any(_recent(d, horizon) for d in _message_dirs(storage, stem))):
+                continue
             sid = _session_id(session_file, _load(session_file))
             if sid in skip:
-                continue
-            if not full and not (_recent(session_file, horizon)
-                                 or any(_recent(d, horizon) for d in _message_dirs(storage, sid))):
                 continue
             try:
                 st = os.stat(session_file)

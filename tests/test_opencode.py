@@ -275,6 +275,20 @@ def test_legacy_documents_being_written_wait_and_broken_ones_are_counted(tmp_pat
         opencode.read_unit(found)
 
 
+def test_a_recent_pass_looks_only_at_legacy_sessions_touched_lately(tmp_path: Path) -> None:
+    """The legacy tree is stat-ed whole only by a full pass; a recent pass opens sessions whose file or message
+    folder changed within the recent window."""
+    user = ob.user_info(T0)
+    old = ob.legacy_session(tmp_path, "ses_old", "/home/dev/a", "Old", [(user, [ob.text_part("long ago", T0)])])
+    ob.legacy_session(tmp_path, "ses_new", "/home/dev/b", "New", [(user, [ob.text_part("just now", T0)])])
+    for path in [old, *(tmp_path / "storage" / "message" / "ses_old").rglob("*"),
+                 tmp_path / "storage" / "message" / "ses_old"]:
+        _age(path, 3 * 86400)
+    assert sorted(f.path for f in _discover(tmp_path, full=False)[0]) == [
+        str(tmp_path / "storage" / "session" / "proj_test" / "ses_new.json")]
+    assert len(_discover(tmp_path, full=True)[0]) == 2
+
+
 # -- change detection, locks and the writer -------------------------------------------------------------
 def test_a_database_is_listed_again_only_when_its_stamp_moves(tmp_path: Path) -> None:
     """A recent pass re-lists a database only after a commit; touching -shm (readers do) lists nothing."""
