@@ -39,6 +39,12 @@ class Kind(IntEnum):
 # The conversation scope (docs/contract.md §2): user and assistant text, nothing else.
 CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
 
+# The agent names on the wire (``hit.agent``, ``filters.agents``, ``--root AGENT=PATH``), one per
+# agent the scanner reads (docs/formats.md §13); scanner/agents.py registers exactly these, in
+# this order. Here, not there, so that a client checks a name without importing any parser.
+AGENT_NAMES: Final[tuple[str, ...]] = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor",
+                                       "copilot", "cline", "roo", "kilo", "aider", "amp")
+
 
 # --- client <-> broker RPC -------------------------------------------------------------
 RPC_MAGIC: Final = b"AIV1"

@@ -1,4 +1,5 @@
-"""The agents aivault reads, one ``AgentSpec`` each: the wire names are ``AGENTS`` (docs/formats.md §13).
+"""The agents aivault reads, one ``AgentSpec`` each: the wire names are ``AGENTS``
+(= ``aivault.protocol.AGENT_NAMES``, docs/formats.md §13).
 
 A spec says where the agent keeps its transcripts by default (and which environment variables move
 them), how to find the units under a root, and how to read one: a line parser for append-only
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 
+from aivault.protocol import AGENT_NAMES
 from aivault.scanner.spec import AgentSpec
 
 # One module per agent under aivault/scanner/, each defining SPEC; the order is the documented one.
@@ -20,13 +22,7 @@ MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "c
 def _registry() -> dict[str, AgentSpec]:
     specs: list[AgentSpec] = []
     for name in MODULES:
-        try:
-            module = importlib.import_module(f"aivault.scanner.{name}")
-        except ModuleNotFoundError as exc:
-            # While step 6 lands its parsers one by one; an import error inside a module is not this.
-            if exc.name == f"aivault.scanner.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"aivault.scanner.{name}")
         found = getattr(module, "SPECS", None) or [module.SPEC]
         specs += found
     return {s.name: s for s in specs}
@@ -34,6 +30,8 @@ def _registry() -> dict[str, AgentSpec]:
 
 SPECS: dict[str, AgentSpec] = _registry()
 AGENTS: tuple[str, ...] = tuple(SPECS)
+if AGENTS != AGENT_NAMES:  # a module added or renamed without its wire name (or the reverse)
+    raise ImportError(f"scanner agents {AGENTS} differ from aivault.protocol.AGENT_NAMES {AGENT_NAMES}")
 
 
 def spec(agent: str) -> AgentSpec:

@@ -190,7 +190,7 @@ def test_the_walk_is_bounded_and_skips_hidden_and_heavy_folders(tmp_path: Path) 
 def test_roots_are_only_what_the_user_names() -> None:
     """No default root, except an absolute AIDER_CHAT_HISTORY_FILE as a single-file root."""
     assert SPECS["aider"].default_roots({}, Path("/home/u")) == []
-    assert SPECS["aider"].default_roots({"AIDER_CHAT_HISTORY_FILE": "notes/chat.md"}, Path("/home/u")) == []
+    assert SPECS["aider"].default_roots({"AIDER_CHAT_HISTORY_FILE": "notes/chat.history.txt"}, Path("/home/u")) == []
     [root] = SPECS["aider"].default_roots({"AIDER_CHAT_HISTORY_FILE": "/srv/logs/chat.md"}, Path("/home/u"))
     assert root.path == "/srv/logs/chat.md"
 

@@ -117,7 +117,7 @@ def test_summary_messages_are_system_text(tmp_path: Path) -> None:
 
 
 def test_millisecond_and_second_timestamps_are_both_epoch_ms(tmp_path: Path) -> None:
-    """Crush's integer times are seconds, some builds wrote milliseconds: both are read by magnitude (§0 rule 5)."""
+    """Crush times in seconds or (some builds) milliseconds are read by magnitude (docs/formats.md §0 rule 5)."""
     db = cb.CrushDb(tmp_path / "proj")
     s = db.session("Times")
     s.user("seconds")

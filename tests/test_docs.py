@@ -30,7 +30,7 @@ _ONE = rf"\u00a7[ \t]?{_NUM}(?:[ \t]*(?:[-\u2013\u2014]|to)[ \t]*(?:\u00a7[ \t]?
 # One or more section numbers: a list, ranges, written on one line or continued on the next.
 _SECTIONS = re.compile(rf"{_ONE}(?:[ \t]*(?:,|and|or|&)[ \t]*(?:\n[ \t]*#?[ \t]*)?{_ONE})*")
 # A document name: a path to a .md file, or the bare name the specification went by.
-_DOC = re.compile(r"(?<![\w./-])(?P<doc>(?:\.\.?/)*(?:[\w.-]+/)*[\w-]+\.md\b|SP[E]C(?![\w.]))")
+_DOC = re.compile(r"(?<![\w./-])(?P<doc>(?:\.\.?/)*(?:[\w.-]+/)*[\w-]+\.md\b|SP[E]C(?=[ \t]*\u00a7))")
 # What may stand between a document's name and its section numbers: a closing backquote or quote,
 # a comma, an opening parenthesis, a colon.
 _GAP = re.compile(r"[`'\"]?[ \t]*[,(:]?[ \t]*")

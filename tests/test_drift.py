@@ -143,7 +143,8 @@ def test_new_injected_envelopes_are_not_user_speech() -> None:
     codex = [
         cx.line(t, "session_meta", cx.session_meta(sid, t, "/w", branch="main", commit_hash="abc")),
         cx.line(t, "response_item", cx.user_item("<recommended_plugins>\n- figma\n</recommended_plugins>")),
-        cx.line(t, "response_item", cx.user_item('<codex_internal_context source="goal">ship it</codex_internal_context>')),
+        cx.line(t, "response_item",
+                cx.user_item('<codex_internal_context source="goal">ship it</codex_internal_context>')),
         cx.line(t, "response_item", cx.user_item("the real prompt about tokens")),
     ]
     p = CodexParser("/x/r.jsonl")
@@ -247,7 +248,8 @@ def test_codex_thread_names_come_from_the_state_database_when_session_index_is_g
     db = roots["codex"].parent / "state_5.sqlite"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT, cwd TEXT, name TEXT)")
-    con.execute("INSERT INTO threads VALUES (?, ?, ?, ?)", (x.session_id, str(x.path), "/home/dev/api", "herd planning"))
+    con.execute("INSERT INTO threads VALUES (?, ?, ?, ?)",
+                (x.session_id, str(x.path), "/home/dev/api", "herd planning"))
     con.commit()
     inproc_daemon.reconcile()
     [hit] = inproc_daemon.search("capybara")["hits"]

@@ -1011,7 +1011,8 @@ CORPUS_MALFORMED = {
 
 def test_corpus_fixture_list_is_complete() -> None:
     """Every copied Claude/Codex corpus transcript has an expected session id below (and every listed file exists)."""
-    found = {str(p.relative_to(CORPUS)) for agent in ("claude-code", "codex") for p in (CORPUS / agent).rglob("*.jsonl")}
+    found = {str(p.relative_to(CORPUS)) for agent in ("claude-code", "codex")
+             for p in (CORPUS / agent).rglob("*.jsonl")}
     assert found == set(CORPUS_SESSION_IDS)
 
 

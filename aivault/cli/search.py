@@ -10,20 +10,18 @@ from typing import Any
 from aivault.broker.client import Connection
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, absolute
 from aivault.home import Home
-from aivault.protocol import METHOD_STATS
+from aivault.protocol import AGENT_NAMES, METHOD_STATS
 from aivault.render import print_debug, print_results, print_status
 
 
 def _check_agents(names: list[str]) -> list[str]:
     """Agent names as the index spells them; an unknown name is a usage error with a hint."""
-    from aivault.scanner.discover import AGENTS
-
     for name in names:
-        if name in AGENTS:
+        if name in AGENT_NAMES:
             continue
-        if name.lower() in AGENTS:
+        if name.lower() in AGENT_NAMES:
             raise CliError(f"agent names are lower-case: use --agent {name.lower()} (not {name!r})", EXIT_USAGE)
-        raise CliError(f"unknown agent {name!r}: aivault indexes {', '.join(AGENTS)}", EXIT_USAGE)
+        raise CliError(f"unknown agent {name!r}: aivault indexes {', '.join(AGENT_NAMES)}", EXIT_USAGE)
     return names
 
 
