@@ -36,25 +36,38 @@ def when(ms: int | None) -> str:
 
 _SKIP_WORDS = {
     "malformed-line": ("malformed line", "not JSON, or not a record this reader knows"),
+    "malformed-record": ("malformed record", "not JSON, or not a record this reader knows"),
     "line-too-long": ("line over 64 MiB", "skipped whole"),
     "record-cut": ("record cut", "its text past 4 MiB is not indexed"),
+    "bookkeeping": ("bookkeeping record", "no message in it"),
+    "unknown_record": ("record of an unknown type", "a newer format? aivault doctor lists them"),
 }
 
 
+def _reason_words(kind: str, names: list[str]) -> str:
+    word, why = _SKIP_WORDS.get(kind, (kind.replace("_", " ").replace("-", " "), ""))
+    detail = ", ".join(names[:4]) + (f", +{len(names) - 4} more" if len(names) > 4 else "")
+    inside = "; ".join(x for x in (detail, why) if x)
+    return word + (f" ({inside})" if inside else "")
+
+
 def skip_lines(skipped: dict[str, dict[str, int]]) -> list[str]:
-    """One line per agent saying what was left out of the index and why (duplicates are not losses)."""
+    """One line per agent saying what was left out of the index and why (duplicates are not losses).
+
+    Reasons of one kind (``bookkeeping:<type>``, ``unknown_record:<type>``) are added up, their
+    names listed: ``2 × bookkeeping record (api_req_started, finish; no message in it)``.
+    """
     lines = []
     for agent, reasons in sorted(skipped.items()):
-        parts = []
-        for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        kinds: dict[str, tuple[int, list[str]]] = {}
+        for reason, n in sorted(reasons.items()):
             if reason.startswith("duplicate_") or n <= 0:
                 continue
-            word, why = _SKIP_WORDS.get(reason, ("", ""))
-            if not word:
-                kind, _, name = reason.partition(":")
-                word, why = kind.replace("_", " "), f"type {name!r} is not indexed" if name else ""
-            parts.append(f"{n:,} {word}{'s' if n != 1 and not word.endswith('s') else ''}"
-                         + (f" ({why})" if why else ""))
+            kind, _, name = reason.partition(":")
+            total, names = kinds.get(kind, (0, []))
+            kinds[kind] = (total + n, [*names, name] if name else names)
+        parts = [f"{n:,} × {_reason_words(kind, names)}"
+                 for kind, (n, names) in sorted(kinds.items(), key=lambda kv: (-kv[1][0], kv[0]))]
         if parts:
             lines.append(f"{agent}: " + ", ".join(parts))
     return lines

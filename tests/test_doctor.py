@@ -38,7 +38,7 @@ def test_doctor_reports_each_root_what_it_found_and_what_it_skipped(home: Home, 
     assert rows[str(missing)]["state"] == "absent"
     assert any(str(missing) in w for w in report["warnings"])
     human = run_cli(home.path, "doctor", *_args(roots)).stdout
-    assert "claude (Claude Code): 1 session(s) indexed" in human and "1 malformed line" in human
+    assert "claude (Claude Code): 1 session(s) indexed" in human and "1 × malformed line" in human
 
 
 def test_a_root_of_transcript_shaped_files_that_yields_nothing_is_loud(home: Home, roots: dict[str, Path]) -> None:
@@ -68,3 +68,16 @@ def test_a_root_of_transcript_shaped_files_that_yields_nothing_is_loud(home: Hom
         assert through_daemon.returncode != 0 and json.loads(through_daemon.stdout)["mode"] == "daemon"
     finally:
         d.stop()
+
+
+def test_skip_lines_add_up_reasons_of_one_kind_and_name_them() -> None:
+    """Skips of one kind (bookkeeping:<type>) are one figure with their types named; duplicates are not losses."""
+    from aivault.render import skip_lines
+
+    lines = skip_lines({"cline": {"bookkeeping:api_req_started": 2, "bookkeeping:checkpoint": 1},
+                        "codex": {"malformed-line": 3, "duplicate_stream": 4, "unknown_record:world_event": 1}})
+    assert lines == [
+        "cline: 3 × bookkeeping record (api_req_started, checkpoint; no message in it)",
+        "codex: 3 × malformed line (not JSON, or not a record this reader knows), "
+        "1 × record of an unknown type (world_event; a newer format? aivault doctor lists them)",
+    ]

@@ -21,7 +21,7 @@ from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
 from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
 from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
 from aivault.home import Home
-from aivault.protocol import RPC_METHODS
+from aivault.protocol import AGENT_NAMES, RPC_METHODS
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     def roots(p: argparse.ArgumentParser) -> None:
         p.add_argument("--root", action="append", metavar="AGENT=PATH",
                        help="extra transcript folder, e.g. claude=/backup/.claude/projects (repeatable)")
-        p.add_argument("--no-default-roots", action="store_true", help="do not scan ~/.claude, ~/.codex, ...")
+        p.add_argument("--no-default-roots", action="store_true",
+                       help="only the --root folders, not the agents' default locations")
 
     p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
     roots(p)
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_index)
     p = sub.add_parser("search", help="search sessions")
     p.add_argument("query")
-    p.add_argument("--agent", action="append", help="only this agent (lower-case: claude, codex); repeatable")
+    p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
     p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
     p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
     p.add_argument("--sort", choices=("relevance", "newest"))
