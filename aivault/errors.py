@@ -191,6 +191,12 @@ class IndexMissing(AivaultError):
     code = p.ERR_NOT_READY
 
 
+class SessionNotFound(AivaultError):
+    """aiVault.readSession named a session this host's index does not hold (or no longer does)."""
+
+    code = p.ERR_SESSION_NOT_FOUND
+
+
 class MalformedCursor(AivaultError):
     """A cursor that is not one we minted for this query (answered with ``malformed-cursor``)."""
 
@@ -237,7 +243,7 @@ _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
                 IndexLocked, ReconcileFailed, Busy, InvalidRequest, IndexDamaged, IndexWriteFailed, IndexerClosed,
-                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon, ProtocolVersionError)
+                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon, ProtocolVersionError, SessionNotFound)
 }
 
 

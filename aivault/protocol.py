@@ -58,11 +58,14 @@ METHOD_STATS: Final = "aiVault.indexStats"
 METHOD_ROOTS: Final = "aiVault.rootReport"
 # Local control (docs/contract.md §8): refused for any host but this machine's own index.
 METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
+# The messages of one indexed session, a bounded window of them (the MCP tool read_session, the web page).
+METHOD_READ: Final = "aiVault.readSession"
 
 RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_ROOTS,
-                       METHOD_CLEAR)
+                       METHOD_CLEAR, METHOD_READ)
 # Requests a client may send again on its own (after `busy`): asking twice changes nothing.
-IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS, METHOD_ROOTS})
+IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS, METHOD_ROOTS,
+                                       METHOD_READ})
 
 # The RPC frames' headers (docs/protocol.md §1.1) and an error reply's body.
 class RequestHeader(TypedDict):
@@ -121,6 +124,7 @@ ERR_DISABLED: Final = -32015  # indexing asked for while consent is off
 ERR_NEEDS_DAEMON: Final = -32016  # a method only a running daemon answers, asked without one
 ERR_PROTOCOL_VERSION: Final = -32017  # the peer speaks another protocol version
 ERR_NOT_READY: Final = -32018  # the index does not exist yet (never indexed, or cleared while disabled)
+ERR_SESSION_NOT_FOUND: Final = -32019  # aiVault.readSession: no indexed session has that id
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -142,6 +146,7 @@ ERROR_CODES: Final = {
     ERR_NEEDS_DAEMON: "needs-daemon",
     ERR_PROTOCOL_VERSION: "protocol-version",
     ERR_NOT_READY: "index-not-ready",
+    ERR_SESSION_NOT_FOUND: "session-not-found",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------

@@ -38,6 +38,7 @@ from aivault.protocol import (
     IDEMPOTENT_METHODS,
     METHOD_CLEAR,
     METHOD_PING,
+    METHOD_READ,
     METHOD_RECONCILE,
     METHOD_ROOTS,
     METHOD_SEARCH,
@@ -248,6 +249,10 @@ class Connection:
             return search_sessions(self._direct(), params)
         if method == METHOD_STATUS:
             return search_status(self._direct())
+        if method == METHOD_READ:
+            from aivault.query.transcript import read_session
+
+            return read_session(self._direct(), params)
         if method == METHOD_PING:
             return {"pong": True, "mode": "direct", "home": str(self.home.path)}
         if method == METHOD_RECONCILE:

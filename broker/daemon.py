@@ -25,6 +25,7 @@ from aivault.protocol import (
     DAEMON_FATAL_EXIT_TIMEOUT_S,
     METHOD_CLEAR,
     METHOD_PING,
+    METHOD_READ,
     METHOD_RECONCILE,
     METHOD_ROOTS,
     METHOD_SEARCH,
@@ -34,6 +35,7 @@ from aivault.protocol import (
 )
 from aivault.query.service import NULL_SERVICE, SessionSearchService, search_sessions, search_status
 from aivault.query.session import WriterSession
+from aivault.query.transcript import read_session
 
 _log = log.get("daemon")
 
@@ -41,7 +43,7 @@ _log = log.get("daemon")
 _REPLY_CACHE = 64
 # Every method Daemon.handle serves; the broker answers any other one itself.
 DAEMON_METHODS: frozenset[str] = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_ROOTS, METHOD_STATS,
-                                            METHOD_RECONCILE, METHOD_CLEAR})
+                                            METHOD_RECONCILE, METHOD_CLEAR, METHOD_READ})
 # The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
 _EXIT_FATAL = 70
 
@@ -76,6 +78,8 @@ class Daemon:
             return search_sessions(self._endpoint, req.params)
         if m == METHOD_STATUS:
             return search_status(self._endpoint)
+        if m == METHOD_READ:
+            return read_session(self._endpoint, req.params)
         if m == METHOD_PING:
             return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
                     "home": str(self.home.path)}

@@ -20,6 +20,7 @@ from aivault.protocol import STATUS_SENTINEL
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
 from aivault.query.service import degraded_roots, root_report, silent_roots
+from aivault.query.transcript import ReadRequest, read_messages
 
 
 class MissingIndexService:
@@ -39,6 +40,10 @@ class MissingIndexService:
 
     def status(self) -> dict[str, Any]:
         return {**STATUS_SENTINEL, "enabled": policy_mod.load(self.home).enabled}
+
+    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+        enabled = policy_mod.load(self.home).enabled
+        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
 
 
 class DirectService:
@@ -127,6 +132,16 @@ class DirectService:
 
     def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
         return root_report(self.con, roots)
+
+    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+        """aiVault.readSession from the read-only handle (consent is checked as for search)."""
+        if not policy_mod.load(self.home).enabled:
+            return {"kind": "unavailable", "reason": "disabled"}
+        cur = self.con.cursor()
+        try:
+            return read_messages(cur, req)
+        finally:
+            cur.close()
 
     def close(self) -> None:
         self.engine.close()

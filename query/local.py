@@ -31,6 +31,7 @@ from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holde
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
 from aivault.query.service import degraded_roots, index_counts, root_report, silent_roots, wait_for_reconcile
+from aivault.query.transcript import ReadRequest, read_messages
 
 _log = log.get("service")
 
@@ -262,6 +263,20 @@ class LocalService:
             fresh_cut = not wait_for_reconcile(ix.reconcile(full=False))
         with self.lifecycle.shared():
             return self.engine.search(req, freshness_truncated=fresh_cut, force_route=force_route)
+
+    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+        """aiVault.readSession: consent and readiness as for search; never waits for the indexer."""
+        if not self.policy.enabled:
+            return {"kind": "unavailable", "reason": "disabled"}
+        ix = self.indexer
+        if not self.read_only and (not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0)):
+            return {"kind": "unavailable", "reason": "not-ready"}
+        with self.lifecycle.shared():
+            cur = self.con.cursor()
+            try:
+                return read_messages(cur, req)
+            finally:
+                cur.close()
 
     def status(self) -> dict[str, Any]:
         ix = self.indexer

@@ -130,3 +130,28 @@ SELECT_NEIGHBOURS: Final = """SELECT c.chunk, c.sess, s.updated_at FROM chunks c
             WHERE c.chunk IN ({chunks}){kind} AND {filters}"""
 # Scope "conversation": message text only (Kind.TEXT).
 ONLY_TEXT_CHUNKS: Final = " AND c.kind = {kind:d}"
+
+# --- reading a session (query/transcript.py) ----------------------------------------------------
+# The indexed sessions with one public id (an agent filter spliced in as AND s.agent = ?), newest
+# first: the first is the one read. A title from the agent's own index wins, as in hits.
+SELECT_SESSION_BY_ID: Final = (
+    """SELECT s.sess, s.agent, s.session_id, coalesce(t.title, s.title), s.cwd, s.branch, s.updated_at,
+                      s.message_count, s.resume_command, s.present
+               FROM sessions s LEFT JOIN titles t ON t.agent = s.agent AND t.session_id = s.session_id
+               WHERE s.session_id = ?{agent} ORDER BY s.updated_at DESC NULLS LAST, s.sess DESC""")
+SESSION_AGENT: Final = " AND s.agent = ?"
+# A session's message positions (the ordinals its chunks carry), in order; ``{scope}`` narrows
+# them to the conversation (CONVERSATION_CHUNKS) or is empty.
+SELECT_POSITIONS: Final = "SELECT DISTINCT ord FROM chunks WHERE sess = ?{scope} ORDER BY ord"
+# Scope "conversation": what the user and the assistant wrote (written in, not bound: fixed codes).
+CONVERSATION_CHUNKS: Final = " AND role IN ({roles}) AND kind = {kind:d}"
+# The message that holds the most of a query's words (each word a ``contains`` test on the lower-
+# cased text, summed), earliest first among equals: where "around the hit" centres.
+SELECT_BEST_POSITION: Final = """SELECT ord, ({matches}) AS words FROM chunks WHERE sess = ?{scope}
+               ORDER BY words DESC, ord LIMIT 1"""
+WORD_IN_CHUNK: Final = "CASE WHEN contains(lower(text), ?) THEN 1 ELSE 0 END"
+# The chosen messages: each message's chunks joined back in order (chunks do not overlap), with
+# the role, kind and time of its first chunk; cut to ``?`` characters (+1, to tell a cut).
+SELECT_MESSAGES: Final = """SELECT ord, first(role ORDER BY part), first(kind ORDER BY part), min(ts),
+               left(string_agg(text, '' ORDER BY part), ?), sum(length(text))
+               FROM chunks WHERE sess = ? AND ord IN ({positions}){scope} GROUP BY ord ORDER BY ord"""
