@@ -1,6 +1,8 @@
-"""Deterministic generator of realistic Claude Code and Codex transcript trees for benchmarks.
+"""Deterministic generator of realistic coding-agent transcript trees for benchmarks.
 
     python -m bench.gen_corpus --out DIR --messages N [--seed 1] [--codex-share 0.4]
+    python -m bench.gen_corpus --out DIR --messages N --mix claude=0.3,codex=0.3,gemini=0.15,opencode=0.15,copilot=0.1
+                               [--codex-zst-share 0.3]
 
 The layout and record shapes follow docs/formats.md §1 (Claude Code) and docs/formats.md §2 (Codex) so the output can
 be fed both to our scanner and to peer tools; the records come from ``tests.builders.claude`` and
@@ -8,6 +10,13 @@ be fed both to our scanner and to peer tools; the records come from ``tests.buil
 ``manifest.json`` reports the exact number of normalized messages (docs/formats.md §0: one per content
 block; bookkeeping, injected context and the duplicate Codex ``event_msg`` stream do not count), which is
 what the benchmark divides timings by.
+
+``--mix`` splits the sessions across agents: Gemini CLI, OpenCode and GitHub Copilot CLI sessions
+(``bench.corpus_formats``) get their content from the same text machinery as Claude Code's, so a
+message costs the same to index whatever agent wrote it; ``--codex-zst-share`` writes that fraction
+of Codex rollouts compressed, as Codex 0.137+ does for idle sessions. With ``--mix`` the manifest also
+has, per agent, the exact message count and the layout of its root (``agents``). A mix of only
+``claude`` and ``codex`` writes the same files as ``--codex-share`` with Codex's weight.
 
 Speed comes from doing the expensive text work once: every kind of content (prose, thinking, code,
 test logs, diffs, errors...) is pre-rendered into a large string with unit offsets, and a message is a
@@ -21,24 +30,29 @@ from __future__ import annotations
 import argparse
 import base64
 import bisect
+import contextlib
 import itertools
 import os
 import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
+from bench import corpus_formats as fmt
 from tests.builders import claude, codex
 from tests.builders.common import iso_ms, uuid4, uuid7
+from tests.builders.gemini import slugify
 
-__all__ = ["LONG_LINE_MIN", "RARE_PHRASES", "generate", "main"]
+__all__ = ["AGENTS", "LONG_LINE_MIN", "RARE_PHRASES", "generate", "main", "parse_mix"]
+
+AGENTS = fmt.AGENTS
 
 # A tool output line longer than this is "long" (the indexer's line-length guard is tuned on it).
 LONG_LINE_MIN = 3072
@@ -708,6 +722,13 @@ class _Project:
 _Thunk = Callable[[bool], tuple[Any, bool, Any]]
 
 
+class _Where(Protocol):
+    """What a tool call is drawn from: the session's project and working directory."""
+
+    project: _Project
+    cwd: str
+
+
 class _Stop(Exception):
     """Raised the moment the message budget is spent; unwinds to the session writers, which flush."""
 
@@ -1325,14 +1346,51 @@ class _XSess:
     tok_out: int = 0
 
 
+@dataclass(slots=True)
+class _NSess:
+    """Running state of one Gemini, OpenCode or Copilot session while its content is drawn."""
+
+    project: _Project
+    cwd: str
+    t: int
+    rec: fmt.Session
+    msgs: int = 0
+    thoughts: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _AgentTotals:
+    messages: int = 0
+    files: int = 0
+    bytes: int = 0
+
+
+# Of Gemini sessions, the share written as pre-0.40 ``session-*.json`` documents.
+_GEMINI_LEGACY_SHARE = 0.15
+_ZSTD_LEVEL = 3  # zstd's default, and what Codex's compressor uses
+
+
 class _Gen:
     def __init__(
-        self, out: Path, messages: int, seed: int, codex_share: float, long_line_rate: float
+        self, out: Path, messages: int, seed: int, codex_share: float, long_line_rate: float,
+        mix: Mapping[str, float] | None = None, zst_share: float = 0.0,
     ) -> None:
         self.out = out
         self.left = messages
         self.seed = seed
         self.codex_share = codex_share
+        self.mix = dict(mix) if mix is not None else None
+        self.zst_share = zst_share
+        # The .zst choices come from a stream of their own, so the content of a mixed corpus does not
+        # depend on how much of it is compressed.
+        self.zr = random.Random(seed * 104_729 + 3)
+        self.codex_zst = 0
+        self.codex_plain_bytes = 0  # Codex rollouts before compression
+        self.totals = {a: _AgentTotals() for a in AGENTS}
+        self.other_sessions = dict.fromkeys(AGENTS, 0)  # Gemini, OpenCode, Copilot
+        self.gemini_slugs: dict[str, str] = {}
+        self.gemini_legacy = 0
+        self.opencode: fmt.OpenCodeStore | None = None
         self.long_rate = long_line_rate
         self.pools = _Pools(seed)
         self.r = random.Random(seed)
@@ -1657,7 +1715,7 @@ class _Gen:
         s.msgs += 1
         self._count(_K_RESULT)
 
-    def _c_tool(self, s: _CSess, allow_write: bool) -> tuple[str, dict[str, Any], bool, _Thunk]:
+    def _c_tool(self, s: _Where, allow_write: bool) -> tuple[str, dict[str, Any], bool, _Thunk]:
         """Pick a tool call: name, input, whether its output can carry a long line, and a thunk that
         renders (content, is_error, toolUseResult) once the caller has decided about the long line."""
         r = self.r
@@ -2169,9 +2227,130 @@ class _Gen:
             self.codex_index.append((iso_ms(s.t)[:19] + "Z", sid, name))
             if r.random() < 0.05:
                 self.codex_index.append((iso_ms(s.t + 3_600_000)[:19] + "Z", sid, r.choice(p.titles)))
-        self._write(path, b"".join(s.lines), s.t)
+        self._write_rollout(path, b"".join(s.lines), s.t)
         if stopped:
             raise _Stop
+
+    def _write_rollout(self, path: Path, data: bytes, mtime_ms: int) -> None:
+        self.codex_plain_bytes += len(data)
+        if self.zst_share and self.zr.random() < self.zst_share:
+            import zstandard  # only compressed rollouts need it
+
+            # Codex compresses a rollout idle for a week and deletes the plain file.
+            self.codex_zst += 1
+            packed = zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(data)
+            self._write(path.with_name(path.name + ".zst"), packed, mtime_ms)
+            return
+        self._write(path, data, mtime_ms)
+
+    # -- Gemini CLI, OpenCode, Copilot CLI: Claude's content in their formats ----------------------------
+
+    def _n_count(self, s: _NSess, kind: int) -> None:
+        s.msgs += 1
+        self._count(kind)
+
+    def _n_thinking(self, s: _NSess, step: fmt.Step, mean: float) -> None:
+        text = self._sentences(self.pools.thinking, mean)
+        # Copilot drops a reasoning text it saw lately (it logs each one twice): within a session
+        # every one is new, so that each is one message in every format.
+        while text in s.thoughts:
+            text = self._sentences(self.pools.thinking, mean)
+        s.thoughts.add(text)
+        s.t += 300 + int(self.r.random() * 6000)
+        step.thinking = text
+        self._n_count(s, _K_THINK)
+
+    def _n_step(self, s: _NSess, turn: fmt.Turn, first: bool, final: bool) -> None:
+        """One model response, drawn as ``_c_turn`` draws Claude's (one block per record there)."""
+        r = self.r
+        p = self.pools
+        step = fmt.Step(s.t)
+        turn.steps.append(step)
+        if r.random() < (0.2 if final else 0.75 if first else 0.3):
+            self._n_thinking(s, step, 1.5 if final else 2.5)
+        if final or r.random() < (0.55 if first else 0.3):
+            s.t += 300 + int(r.random() * 6000)
+            step.text = self._sentences(p.prose, 4.0 if final else 1.2)
+            self._n_count(s, _K_ATEXT)
+        if final:
+            return
+        thunks: list[tuple[fmt.Tool, bool, _Thunk]] = []
+        for _ in range(1 if r.random() < 0.8 else 2 + int(r.random() * 2)):
+            name, inp, capable, thunk = self._c_tool(s, True)
+            s.t += 300 + int(r.random() * 6000)
+            tool = fmt.Tool("call_" + self._rid(24), name, inp, s.t)
+            step.tools.append(tool)
+            thunks.append((tool, capable, thunk))
+            self._n_count(s, _K_CALL)
+        for tool, capable, thunk in thunks:
+            content, failed, _ = thunk(self._long_due(capable))
+            s.t += 100 + int(r.random() ** 3 * 30000)
+            tool.output, tool.failed, tool.t_end = content, failed, s.t
+            self._n_count(s, _K_RESULT)
+
+    def _n_turn(self, s: _NSess, first: bool) -> None:
+        r = self.r
+        s.t += (5_000 if first else 20_000) + int(r.random() ** 2 * 900_000)
+        turn = fmt.Turn(s.t, self._prompt())
+        s.rec.turns.append(turn)
+        self._n_count(s, _K_USER)
+        rounds = 1 + min(12, int(r.expovariate(1 / 2.6)))
+        for i in range(rounds):
+            self._n_step(s, turn, i == 0, False)
+        self._n_step(s, turn, False, True)
+
+    def _other_session(self, agent: str, proj: _Project, cwd: str, start: int, target: int) -> None:
+        r = self.r
+        p = self.pools
+        sid = fmt.opencode_session_id(start, r) if agent == "opencode" else uuid4(r)
+        rec = fmt.Session(agent, sid, cwd, r.choice(proj.branches[:1] * 2 + proj.branches), r.choice(fmt.MODELS[agent]),
+                          start, proj.repo_url)
+        s = _NSess(proj, cwd, start, rec)
+        self.other_sessions[agent] += 1
+        stopped = False
+        try:
+            turn = 0
+            while s.msgs < target:
+                self._n_turn(s, turn == 0)
+                turn += 1
+        except _Stop:
+            stopped = True
+        rec.end = s.t + 1000
+        rec.complete = not stopped
+        rec.title = r.choice(p.titles) if r.random() < 0.6 else None
+        if agent == "gemini":
+            self._gemini_write(rec)
+        elif agent == "opencode":
+            if self.opencode is None:
+                self.opencode = fmt.OpenCodeStore(self._agent_dir("opencode") / "opencode.db")
+            words = p.common[60:]
+            self.opencode.add(rec, proj.root, f"{r.choice(words)}-{r.choice(p.morph)}")
+        else:
+            for rel, data in fmt.copilot_files(rec, r):
+                self._write(self._agent_dir("copilot") / rel, data, rec.end)
+        if stopped:
+            raise _Stop
+
+    def _agent_dir(self, agent: str) -> Path:
+        return self.out / fmt.LAYOUT[agent].roots[0]
+
+    def _gemini_write(self, rec: fmt.Session) -> None:
+        tmp = self._agent_dir("gemini")
+        slug = self.gemini_slugs.get(rec.cwd)
+        if slug is None:
+            # Gemini CLI's project registry: the folder's name, numbered when another project has it.
+            base = slug = slugify(rec.cwd)
+            taken = set(self.gemini_slugs.values())
+            n = 0
+            while slug in taken:
+                n += 1
+                slug = f"{base}-{n}"
+            self.gemini_slugs[rec.cwd] = slug
+            self._write(tmp / slug / ".project_root", rec.cwd.encode())
+        legacy = self.r.random() < _GEMINI_LEGACY_SHARE
+        self.gemini_legacy += legacy
+        name, data = fmt.gemini_file(rec, self.r, str(tmp / slug), legacy=legacy)
+        self._write(tmp / slug / "chats" / name, data, rec.end)
 
     # -- driver -------------------------------------------------------------------------------------
 
@@ -2193,10 +2372,7 @@ class _Gen:
                 hour = min(23, max(0, int(r.gauss(14, 3.5))))
                 start = _YEAR_START_MS + day * _DAY_MS + hour * 3_600_000 + int(r.random() * 3_600_000)
                 target = self._session_target()
-                if r.random() < self.codex_share:
-                    self._codex_session(proj, cwd, start, target)
-                else:
-                    self._claude_session(proj, cwd, start, target)
+                self._session(self._pick_agent(), proj, cwd, start, target)
         except _Stop:
             pass
         if self.codex_sessions:
@@ -2205,11 +2381,23 @@ class _Gen:
                 orjson.dumps(codex.session_index_entry(sid, name, upd)) + b"\n"
                 for upd, sid, name in self.codex_index
             )
-            self._write(self.out / "codex" / "session_index.jsonl", idx)
+            with self._counted("codex", messages=False):
+                self._write(self.out / "codex" / "session_index.jsonl", idx)
+        if self.gemini_slugs:
+            with self._counted("gemini", messages=False):
+                registry = fmt.gemini_registry(self.gemini_slugs)
+                self._write(self._agent_dir("gemini").parent / "projects.json", registry)
+        if self.opencode is not None:
+            size = self.opencode.close()
+            self.files += 1
+            self.bytes += size
+            self.totals["opencode"].files += 1
+            self.totals["opencode"].bytes += size
         k = self.kind_counts
-        return {
+        manifest: dict[str, Any] = {
             "messages": sum(k),
-            "sessions": self.claude_sessions + self.claude_subagents + self.codex_sessions,
+            "sessions": self.claude_sessions + self.claude_subagents + self.codex_sessions
+            + sum(self.other_sessions.values()),
             "files": self.files,
             "bytes": self.bytes,
             "seed": self.seed,
@@ -2235,6 +2423,83 @@ class _Gen:
             "non_ascii_messages": self.nonascii_msgs,
             "rare_phrases": dict(zip(RARE_PHRASES, self.rare_counts, strict=True)),
         }
+        if self.mix is not None:
+            manifest.update(self._mix_manifest())
+        return manifest
+
+    def _pick_agent(self) -> str:
+        """The next session's agent: one draw, cumulative over AGENTS (Codex first, as ``--codex-share``)."""
+        x = self.r.random()
+        if self.mix is None:
+            return "codex" if x < self.codex_share else "claude"
+        acc = 0.0
+        last = "claude"
+        for agent in AGENTS:
+            w = self.mix.get(agent, 0.0)
+            if w <= 0:
+                continue
+            acc += w
+            last = agent
+            if x < acc:
+                return agent
+        return last  # x above a sum that rounding left just below 1
+
+    def _session(self, agent: str, proj: _Project, cwd: str, start: int, target: int) -> None:
+        with self._counted(agent):
+            if agent == "codex":
+                self._codex_session(proj, cwd, start, target)
+            elif agent == "claude":
+                self._claude_session(proj, cwd, start, target)
+            else:
+                self._other_session(agent, proj, cwd, start, target)
+
+    @contextlib.contextmanager
+    def _counted(self, agent: str, *, messages: bool = True) -> Iterator[None]:
+        """Adds what the block wrote (messages, files, bytes) to ``agent``'s totals, also when it stops."""
+        m0, f0, b0 = sum(self.kind_counts), self.files, self.bytes
+        try:
+            yield
+        finally:
+            t = self.totals[agent]
+            if messages:
+                t.messages += sum(self.kind_counts) - m0
+            t.files += self.files - f0
+            t.bytes += self.bytes - b0
+
+    def _mix_manifest(self) -> dict[str, Any]:
+        assert self.mix is not None
+        sessions = {"claude": self.claude_sessions + self.claude_subagents, "codex": self.codex_sessions,
+                    **{a: n for a, n in self.other_sessions.items() if a not in ("claude", "codex")}}
+        agents: dict[str, Any] = {}
+        for agent in AGENTS:
+            if self.mix.get(agent, 0.0) <= 0:
+                continue
+            t = self.totals[agent]
+            layout = fmt.LAYOUT[agent]
+            d: dict[str, Any] = {"messages": t.messages, "sessions": sessions[agent], "files": t.files,
+                                 "bytes": t.bytes, "roots": list(layout.roots), "env": dict([layout.env])}
+            if agent == "codex":
+                d["zst_sessions"] = self.codex_zst
+                d["uncompressed_bytes"] = self.codex_plain_bytes
+            elif agent == "gemini":
+                d["legacy_json_sessions"] = self.gemini_legacy
+            agents[agent] = d
+        return {"mix": {a: self.mix[a] for a in AGENTS if self.mix.get(a, 0.0) > 0},
+                "codex_zst_share": self.zst_share, "agents": agents}
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """``claude=0.3,codex=0.3,gemini=0.4`` as session shares per agent, scaled to sum to 1."""
+    weights: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        agent, sep, value = item.partition("=")
+        if not sep or agent not in AGENTS:
+            raise ValueError(f"--mix wants AGENT=SHARE items with AGENT one of {', '.join(AGENTS)}, got {item!r}")
+        weights[agent] = float(value)
+    total = sum(weights.values())
+    if any(w < 0 for w in weights.values()) or total <= 0:
+        raise ValueError("--mix shares must be >= 0 and not all 0")
+    return {a: w / total for a, w in weights.items()}
 
 
 def generate(
@@ -2244,24 +2509,30 @@ def generate(
     codex_share: float = 0.4,
     long_line_rate: float = 0.01,
     overwrite: bool = False,
+    mix: Mapping[str, float] | None = None,
+    codex_zst_share: float = 0.0,
 ) -> dict[str, Any]:
     """Write a corpus of exactly ``messages`` normalized messages under ``out`` and return the manifest.
 
-    ``out/claude`` is a stand-in for ``~/.claude`` and ``out/codex`` for ``$CODEX_HOME``. Existing trees
-    there are refused unless ``overwrite`` is set, because mixing two runs would corrupt the counts.
+    ``out/claude`` is a stand-in for ``~/.claude`` and ``out/codex`` for ``$CODEX_HOME``; with a ``mix``
+    (session shares per agent, see ``parse_mix``) the other agents' trees sit where
+    ``corpus_formats.LAYOUT`` says. Existing trees there are refused unless ``overwrite`` is set,
+    because mixing two runs would corrupt the counts.
     """
     if messages < 0:
         raise ValueError("messages must be >= 0")
     if not 0.0 <= codex_share <= 1.0:
         raise ValueError("codex_share must be within [0, 1]")
+    if not 0.0 <= codex_zst_share <= 1.0:
+        raise ValueError("codex_zst_share must be within [0, 1]")
     out = Path(out)
-    for sub in ("claude", "codex"):
+    for sub in ("claude", "codex", *(a for a in AGENTS if a not in ("claude", "codex"))):
         if (out / sub).exists():
             if not overwrite:
                 raise FileExistsError(f"{out / sub} already exists (pass overwrite=True / --force)")
             shutil.rmtree(out / sub)
     out.mkdir(parents=True, exist_ok=True)
-    gen = _Gen(out, messages, seed, codex_share, long_line_rate)
+    gen = _Gen(out, messages, seed, codex_share, long_line_rate, mix, codex_zst_share)
     manifest = gen.run()
     (out / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
     return manifest
@@ -2276,17 +2547,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--messages", type=int, required=True, help="exact number of normalized messages to write"
     )
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--codex-share", type=float, default=0.4, help="fraction of sessions written as Codex")
+    ap.add_argument("--codex-share", type=float, default=None,
+                    help="fraction of sessions written as Codex, the rest as Claude Code (default 0.4)")
+    ap.add_argument("--mix", type=parse_mix, default=None, metavar="AGENT=SHARE,...",
+                    help=f"session shares per agent ({', '.join(AGENTS)}), instead of --codex-share")
+    ap.add_argument("--codex-zst-share", type=float, default=0.0, metavar="F",
+                    help="fraction of Codex rollouts written as rollout-*.jsonl.zst (the plain file absent)")
     ap.add_argument(
         "--long-line-rate",
         type=float,
         default=0.01,
         help=f"fraction of tool outputs holding one line longer than {LONG_LINE_MIN} chars",
     )
-    ap.add_argument("--force", action="store_true", help="replace existing claude/ and codex/ trees in --out")
+    ap.add_argument("--force", action="store_true", help="replace existing agent trees (claude/, codex/, ...) in --out")
     args = ap.parse_args(argv)
+    if args.mix is not None and args.codex_share is not None:
+        ap.error("--mix and --codex-share both set the agents' shares: give one")
     t0 = time.perf_counter()
-    m = generate(args.out, args.messages, args.seed, args.codex_share, args.long_line_rate, args.force)
+    m = generate(args.out, args.messages, args.seed, 0.4 if args.codex_share is None else args.codex_share,
+                 args.long_line_rate, args.force, args.mix, args.codex_zst_share)
     dt = time.perf_counter() - t0
     rate = m["messages"] / dt if dt > 0 else 0.0
     print(
@@ -2294,6 +2573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{m['bytes'] / 1e6:,.1f} MB in {dt:.1f}s ({rate:,.0f} msg/s, {m['bytes'] / 1e6 / dt:,.1f} MB/s)",
         file=sys.stderr,
     )
+    for agent, a in m.get("agents", {}).items():
+        print(f"  {agent:8} {a['messages']:>9,} messages {a['sessions']:>6,} sessions {a['bytes'] / 1e6:8.1f} MB",
+              file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,7 @@
 """The lexical benchmark: indexing, search latency, memory, size, and batch cost vs corpus size.
 
     python -m bench.run --sizes 10k,100k,1m [--agentsview] [--out bench/out]
+    python -m bench.run --mix-compare [--size 100k] [--reps 3]   (bench/mix_compare.py)
 
 For each size it generates (or reuses) a corpus with bench.gen_corpus, then measures:
 * indexing: a fresh `aivault index` (subprocess): messages/s, MB/s, peak RSS of the indexer
@@ -35,6 +36,7 @@ import duckdb
 from aivault import policy
 from aivault.home import Home, write_private
 from aivault.text import query_terms, term_hash
+from bench import mix_compare
 from bench.gen_corpus import generate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -386,9 +388,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agentsview", action="store_true", help="also run AgentsView on the same corpus")
     ap.add_argument("--hybrid", action="store_true",
                     help="also measure hybrid latency with vectors (see bench/hybrid.py)")
+    ap.add_argument("--mix-compare", action="store_true",
+                    help="instead: index time of a Claude+Codex corpus vs the same size split across agents")
+    ap.add_argument("--size", default="100k", help="--mix-compare: the corpus size (10k, 100k, 1m)")
+    ap.add_argument("--reps", type=int, default=3, help="--mix-compare: index runs of each corpus (interleaved)")
+    ap.add_argument("--mix", default=mix_compare.DEFAULT_MIX, help="--mix-compare: the mixed corpus's session shares")
+    ap.add_argument("--codex-zst-share", type=float, default=mix_compare.DEFAULT_ZST_SHARE,
+                    help="--mix-compare: fraction of the mixed corpus's Codex rollouts written as .jsonl.zst")
     args = ap.parse_args(argv)
     base = Path(args.out)
     base.mkdir(parents=True, exist_ok=True)
+    if args.mix_compare:
+        return mix_compare.run(base, SIZES[args.size], args.seed, args.reps, args.mix, args.codex_zst_share,
+                               env_for(base))
     results: dict[str, dict[str, Any]] = {}
     for label in args.sizes.split(","):
         results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview, args.hybrid)
