@@ -290,6 +290,7 @@ class PassDone(TypedDict):
 class Ping(TypedDict):
     pass
 
+    watch: dict[str, Any]  # the file watcher: {mode: events|polling, watched, polled: [{root, reason}], reason?}
 
 class Stop(TypedDict, total=False):
     reason: str

@@ -13,6 +13,7 @@ MARK = "\033[1;33m"
 CYAN = "\033[36m"
 GREEN = "\033[32m"
 RED = "\033[31m"
+YELLOW = "\033[33m"
 RESET = "\033[0m"
 # Beside a hit found by meaning alone: none of the query's words matched it, so its snippet has
 # nothing highlighted and the reader should know why it is listed.
@@ -185,6 +186,7 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
             print(st(DIM, f"  not indexed: {line}"), file=out)
         if stats.get("writeError"):
             print(st(RED, f"  {stats['writeError']}"), file=out)
+        watch_line(stats.get("watch"), st, out)
         state = stats.get("semanticState")
         if state == "off":
             print("semantic search off (config.json: embed.enabled = false)", file=out)
@@ -197,6 +199,19 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
                   f"{stats.get('semanticRatePerS', 0):.1f}/s{on} · model {stats.get('semanticModel') or '-'}", file=out)
             if stats.get("semanticError"):
                 print(st(RED, f"  {stats['semanticError']}"), file=out)
+
+
+def watch_line(watch: list[dict[str, Any]] | None, st: Style, out: TextIO) -> None:
+    """How changes are noticed: file events (within a second) or the polling passes, and why."""
+    if not watch:
+        return  # a read-only search without a daemon: nothing is watching
+    w = watch[0]  # every scanner watches the same roots
+    if w.get("mode") == "events":
+        print(f"changes noticed at once (watching {w.get('watched', 0)} folder tree(s))", file=out)
+    else:
+        print(st(YELLOW, f"changes noticed by polling only: {w.get('reason') or 'no root to watch'}"), file=out)
+    for p in w.get("polled") or []:
+        print(st(DIM, f"  polled, not watched: {p.get('root')}: {p.get('reason')}"), file=out)
 
 
 class ProgressLine:

@@ -93,6 +93,7 @@ class Slot:
     progress: Progress = field(default_factory=Progress)
     failed: list[dict[str, str]] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
+    watch: dict[str, Any] = field(default_factory=dict)  # the scanner's file watcher (scanner/watch.py state())
     peak_rss_kb: int = 0
 
     def reap(self, *, block: bool) -> int | None:
@@ -121,10 +122,12 @@ class ScannerPool:
     session of its own so that a Ctrl-C meant for the daemon does not kill it mid-pass.
     """
 
-    def __init__(self, home: Home, extra_roots: list[str], default_roots: bool, count: int) -> None:
+    def __init__(self, home: Home, extra_roots: list[str], default_roots: bool, count: int, *,
+                 watch: bool = False) -> None:
         self.home = home
         self.extra_roots = extra_roots
         self.default_roots = default_roots
+        self.watch = watch  # scanners watch their roots for changes (scanner/watch.py)
         self.slots = [Slot(i) for i in range(count)]
         self.token = secrets.token_hex(16)
 
@@ -135,6 +138,8 @@ class ScannerPool:
             cmd += ["--root", spec]
         if not self.default_roots:
             cmd.append("--no-default-roots")
+        if self.watch:
+            cmd.append("--watch")
         return cmd
 
     def spawn(self, slot: Slot) -> None:

@@ -80,6 +80,14 @@ _SNAPSHOT_PAGE = 5000
 _LOOP_TICK_MS = 50
 
 
+def _env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 class IndexerService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, history_days: int | None = None,
@@ -99,7 +107,12 @@ class IndexerService:
         self.default_roots = default_roots
         self.schedule = schedule
         self.history_days = history_days
-        self.pool = ScannerPool(home, extra_roots, default_roots, scanners or default_scanners())
+        # The polling pass behind the file watcher (AIVAULT_RECENT_PASS_S: benchmarks and tests
+        # that prove the watcher alone finds a change set it long).
+        self.recent_pass_s = _env_seconds("AIVAULT_RECENT_PASS_S", RECENT_PASS_INTERVAL_S)
+        # Only a scheduled indexer (the daemon) keeps up with changes as they happen; a one-shot
+        # run, or a test stepping passes by hand, reads exactly when asked.
+        self.pool = ScannerPool(home, extra_roots, default_roots, scanners or default_scanners(), watch=schedule)
         self.slots = self.pool.slots
         self.token = self.pool.token
         self.obs = Observations()
@@ -353,8 +366,13 @@ class IndexerService:
 
     def _on_pass_done(self, slot: Slot, msg: IngestMessage) -> None:
         h = msg.header
-        slot.failed = list(h.get("failed") or [])
-        slot.problems = list(h.get("problems") or [])
+        if isinstance(h.get("watch"), dict):
+            slot.watch = h["watch"]
+        if h.get("reqs"):
+            # A pass the file watcher started (no request) looked at a few files only: the last
+            # requested pass's failures and root problems stay what status reports.
+            slot.failed = list(h.get("failed") or [])
+            slot.problems = list(h.get("problems") or [])
         if h.get("roots"):
             self.obs.roots = [r for r in h["roots"] if isinstance(r, dict)]
         slot.progress.running = False
@@ -431,7 +449,7 @@ class IndexerService:
         for slot in self.slots:
             if slot.ident is not None:
                 slot.respawn_delay = 1.0
-        if self.schedule and (full := self.passes.due(now, FULL_PASS_INTERVAL_S, RECENT_PASS_INTERVAL_S)) is not None:
+        if self.schedule and (full := self.passes.due(now, FULL_PASS_INTERVAL_S, self.recent_pass_s)) is not None:
             self.passes.ask(full, None)
         idle = now - self._last_batch_at
         if idle >= IDLE_FREEZE_AFTER_S and not self._idle_compacted and not self.writer.segments.merging:

@@ -346,3 +346,4 @@ class LocalService:
             "historyDays": self.policy.history_days,
             **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }
+            "watch": [slot.watch for slot in ix.slots if slot.watch],

@@ -22,6 +22,7 @@ from aivault.protocol import K_PASS_DONE, PassDone
 from aivault.scanner.discover import Root, default_roots, parse_root_spec
 from aivault.scanner.link import Link
 from aivault.scanner.scan import Scanner
+from aivault.scanner.watch import Watcher
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,6 +38,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     help="the indexer's pid: exit as soon as it is no longer our parent (default: the parent "
                          "at start)")
     ap.add_argument("--token", default="", help="identifies this scanner to the indexer that started it")
+    ap.add_argument("--watch", action="store_true",
+                    help="also read files as soon as they change (file-system events), between the indexer's passes")
     return ap.parse_args(argv)
 
 
@@ -108,40 +111,54 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     link = Link(args.connect, parent=parent)
     scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token)
+    watcher = Watcher(roots, enabled=args.watch)
     pending: deque[IngestMessage] = deque()
+    hints: set[str] | None = None  # what the watcher saw change, not yet read
+    cutoff: object = None  # the retention cutoff of the last request (watcher passes keep it)
     try:
         scanner.sync()
+        watcher.start()
         while True:
             pending.extend(link.control)
             link.control.clear()
-            if not pending:
-                link.pump(1.0)
+            changed = watcher.take()
+            if changed is not None:
+                hints = changed if hints is None else hints | changed
+            if not pending and hints is None:
+                link.pump(1.0, wake_fd=watcher.fileno())
                 continue
             reqs = list(pending)
             pending.clear()
             full = any(bool(m.header.get("full")) for m in reqs)
-            try:
+            if reqs:
                 cutoff = reqs[-1].header.get("cutoff_ms")
-                stats = scanner.run_pass(reqs[-1].header.get("req"), full,
-                                         cutoff_ms=int(cutoff) if isinstance(cutoff, int) else None)
+            try:
+                stats = scanner.run_pass(reqs[-1].header.get("req") if reqs else None, full,
+                                         cutoff_ms=int(cutoff) if isinstance(cutoff, int) else None,
+                                         hints=hints)
             except Resync as exc:
                 _wait_after_refusal(link, scanner, exc)
                 pending.extendleft(reversed(reqs))
                 continue
+            hints = None
+            if full:
+                watcher.restart_if_roots_changed()
             link.send(K_PASS_DONE, PassDone(
                 reqs=[m.header.get("req") for m in reqs], full=full, files_seen=stats.files_seen,
                 files_changed=stats.files_changed, messages=stats.messages, malformed=stats.malformed,
                 oversized=stats.oversized, record_cut=stats.record_cut, too_old=stats.too_old, failed=stats.failed,
-                problems=[{"root": p.root, "reason": p.reason} for p in stats.problems], roots=stats.roots))
-            logger.info("pass done", full=full, files=stats.files_seen, changed=stats.files_changed,
-                        messages=stats.messages, malformed=stats.malformed, failed=len(stats.failed),
-                        problems=len(stats.problems))
+                problems=[{"root": p.root, "reason": p.reason} for p in stats.problems], roots=stats.roots,
+                watch=watcher.state()))
+            logger.info("pass done", full=full, watcher=not reqs, files=stats.files_seen,
+                        changed=stats.files_changed, messages=stats.messages, malformed=stats.malformed,
+                        failed=len(stats.failed), problems=len(stats.problems))
     except (IndexerGone, StopRequested) as exc:
         logger.info("scanner exiting", reason=str(exc) or exc.__class__.__name__)
         return 0
     except KeyboardInterrupt:
         return 0
     finally:
+        watcher.close()
         link.close()
 
 

@@ -75,9 +75,18 @@ class Link:
         if time.monotonic() - self.last_heard > INDEXER_SILENCE_TIMEOUT_S:
             raise IndexerGone(f"no word from the indexer for {INDEXER_SILENCE_TIMEOUT_S:.0f} s")
 
-    def pump(self, timeout_s: float) -> None:
-        """Receive whatever arrives within ``timeout_s`` and dispatch it."""
-        if self.sock.poll(int(timeout_s * 1000), zmq.POLLIN):
+    def pump(self, timeout_s: float, wake_fd: int | None = None) -> None:
+        """Receive whatever arrives within ``timeout_s`` and dispatch it; with ``wake_fd``, also
+        return as soon as that file descriptor is readable (the file watcher has changes)."""
+        if wake_fd is not None:
+            poller = zmq.Poller()
+            poller.register(self.sock, zmq.POLLIN)
+            poller.register(wake_fd, zmq.POLLIN)
+            ready = dict(poller.poll(int(timeout_s * 1000)))
+            has_frames = self.sock in ready
+        else:
+            has_frames = bool(self.sock.poll(int(timeout_s * 1000), zmq.POLLIN))
+        if has_frames:
             while True:
                 try:
                     frames = self.sock.recv_multipart(zmq.NOBLOCK)

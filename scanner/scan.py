@@ -198,11 +198,13 @@ class Scanner:
 
     # --- a pass --------------------------------------------------------------------------------
     def run_pass(self, req: int | None, full: bool, on_control: Callable[[], None] | None = None,
-                 cutoff_ms: int | None = None) -> PassStats:
+                 cutoff_ms: int | None = None, hints: set[str] | None = None) -> PassStats:
+        """One pass: ``full`` walks every root; otherwise changed folders and recently written files
+        are looked at, plus ``hints`` (paths the file watcher saw change, scanner/watch.py)."""
         if not self.synced:
             self.sync()
         stats = PassStats()
-        candidates = self._candidates(full, stats)
+        candidates = self._candidates(full, stats, hints or set())
         work: list[tuple[Found, FileRec | None]] = []
         cutoff_ns = cutoff_ms * 1_000_000 if cutoff_ms else None
         if self.shards > 1:
@@ -250,7 +252,7 @@ class Scanner:
         self._progress(req, stats, force=True)
         return stats
 
-    def _candidates(self, full: bool, stats: PassStats) -> list[Found]:
+    def _candidates(self, full: bool, stats: PassStats, hints: set[str]) -> list[Found]:
         found: dict[str, Found] = {}
         for root in self.roots:
             for f in SPECS[root.agent].discover(root, stats.problems, self.dirs, full):
@@ -271,7 +273,7 @@ class Scanner:
             for rec in self.known.values():
                 if rec.path in found or not rec.present or rec.mode != "lines":
                     continue  # compressed files never change; other units are re-listed by their agent
-                if rec.mtime_ns >= horizon or rec.size != rec.offset:
+                if rec.mtime_ns >= horizon or rec.size != rec.offset or rec.path in hints:
                     try:
                         st = os.stat(rec.path)
                     except OSError:
