@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 ROLES = ("scanner", "indexer", "query", "broker")
 # Lowest first: a module may import its own layer and the ones below it, never one above.
 LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.broker", 4),
-          ("aivault.cli", 5), ("aivault.render", 5))
+          ("aivault.cli", 5), ("aivault.render", 5), ("aivault.mcp", 5), ("aivault.web", 5), ("aivault.agents", 5))
 
 
 def _modules() -> dict[str, Path]:

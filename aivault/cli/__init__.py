@@ -17,6 +17,7 @@ from aivault import log
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
 from aivault.cli.doctor import cmd_doctor
 from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
+from aivault.cli.mcp import add_parser as add_mcp_parser
 from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
 from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
 from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--forever", action="store_true")
     p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
     p.set_defaults(fn=cmd_policy)
+    # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
+    add_mcp_parser(sub)
     return ap
 
 

@@ -1,0 +1,297 @@
+"""``aivault mcp`` as a real subprocess, spoken to with the MCP SDK's own client (stdio and HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from aivault.home import Home
+from aivault.mcp.tools import SESSION_ENV
+from tests.builders import ClaudeWriter
+from tests.conftest import DaemonProcess, cli_env, root_args, run_cli, wait_until
+
+Body = Callable[[Client], Awaitable[Any]]
+
+
+def _env(home: Home, **extra: str) -> dict[str, str]:
+    env = cli_env(home.path, **extra)
+    for name in (*SESSION_ENV, "CLAUDE_PROJECT_DIR"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def run_mcp(home: Home, body: Body, *, cwd: Path | None = None, **env: str) -> Any:
+    """Start `aivault mcp` over stdio, initialize, run ``body`` with the connected client, stop it."""
+    async def main() -> Any:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "aivault.cli", "mcp"],
+                                       env=_env(home, **env), cwd=str(cwd) if cwd else None)
+        async with Client(params, read_timeout_seconds=60) as client:
+            return await body(client)
+    return anyio.run(main)
+
+
+def answer(result: Any) -> dict[str, Any]:
+    [content] = result.content
+    value: dict[str, Any] = json.loads(content.text)
+    return value
+
+
+def result_size(result: Any) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
+
+
+def _corpus(roots: dict[str, Path], sessions: int = 12, long: bool = False) -> list[ClaudeWriter]:
+    out = []
+    for i in range(sessions):
+        c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{i}", branch=f"b{i}")
+        c.title(f"project {i} lock work")
+        c.user(f"the duckdb lock error again in project {i}" + (" " + "detail " * 200 if long else ""))
+        c.assistant(f"fixed the lock in project {i} by closing the reader")
+        out.append(c)
+    return out
+
+
+def _index(home: Home, roots: dict[str, Path]) -> None:
+    args = ["index", "--no-default-roots"]
+    for spec in root_args(roots):
+        args += ["--root", spec]
+    run_cli(home.path, *args, check=True)
+
+
+def test_initialize_and_tools_list_fit_their_budget(home: Home) -> None:
+    """initialize names the server; tools/list has the three tools, each described, in at most 7 KB."""
+    async def body(c: Client) -> Any:
+        return c.server_info, c.instructions, await c.list_tools()
+
+    info, instructions, tools = run_mcp(home, body)
+    assert info is not None and info.name == "aivault" and "search_sessions" in (instructions or "")
+    assert [t.name for t in tools.tools] == ["search_sessions", "read_session", "index_status"]
+    for t in tools.tools:
+        assert t.description and t.input_schema["type"] == "object" and t.input_schema["properties"]
+    assert len(tools.model_dump_json(by_alias=True, exclude_none=True).encode()) <= 7 * 1024
+
+
+def test_search_pages_with_the_cursor_through_the_daemon(home: Home, roots: dict[str, Path]) -> None:
+    """Compact hits (agent, id, title, cwd, branch, when, snippet, resume) page with the cursor, no repeats."""
+    _corpus(roots)
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+
+        async def body(c: Client) -> list[dict[str, Any]]:
+            pages = [answer(await c.call_tool("search_sessions", {"query": "duckdb lock", "limit": 5}))]
+            while pages[-1].get("cursor"):
+                pages.append(answer(await c.call_tool("search_sessions", {"query": "duckdb lock", "limit": 5,
+                                                                          "cursor": pages[-1]["cursor"]})))
+            return pages
+
+        pages = run_mcp(home, body)
+    finally:
+        d.stop()
+    hits = [h for p in pages for h in p["hits"]]
+    assert len(pages) == 3 and len(hits) == 12 and len({h["id"] for h in hits}) == 12
+    h = hits[0]
+    assert {"agent", "id", "title", "cwd", "branch", "when", "snippet", "resume"} <= set(h)
+    assert "[[lock]]" in h["snippet"] and h["resume"].endswith(h["id"])
+    assert pages[0]["summary"].startswith("5 session(s)")
+
+
+def test_results_stay_within_max_chars_and_the_cursor_follows_the_last_hit(home: Home, roots: dict[str, Path]) -> None:
+    """Long hits: the default answer is at most 4 KB; a page cut to fit continues without losing a hit."""
+    _corpus(roots, sessions=20, long=True)
+    _index(home, roots)
+
+    async def body(c: Client) -> tuple[list[Any], Any, Any]:
+        results = [await c.call_tool("search_sessions", {"query": "lock", "limit": 20})]
+        while answer(results[-1]).get("cursor"):
+            results.append(await c.call_tool("search_sessions", {"query": "lock", "limit": 20,
+                                                                 "cursor": answer(results[-1])["cursor"]}))
+        wide = await c.call_tool("search_sessions", {"query": "lock", "limit": 20, "max_chars": 16000})
+        capped = await c.call_tool("search_sessions", {"query": "lock", "max_chars": 999999})
+        return results, wide, capped
+
+    results, wide, capped = run_mcp(home, body)
+    assert all(result_size(r) <= 4096 for r in results)
+    ids = [h["id"] for r in results for h in answer(r)["hits"]]
+    assert len(results) > 1 and len(ids) == len(set(ids)) == 20
+    assert result_size(wide) <= 16000 and len(answer(wide)["hits"]) > len(answer(results[0])["hits"])
+    assert "max_chars 999999 is outside 1000-16000; used 16000" in answer(capped)["notes"]
+
+
+def test_numbers_as_strings_are_read_and_wrong_values_refused(home: Home, roots: dict[str, Path]) -> None:
+    """"2" is 2, "true" is true, "Claude" is claude; a word for a number or an unknown argument is refused."""
+    _corpus(roots, sessions=4)
+    _index(home, roots)
+
+    async def body(c: Client) -> list[Any]:
+        return [await c.call_tool("search_sessions", {"query": "lock", "limit": "2", "agents": "Claude",
+                                                      "include_live": "true"}),
+                await c.call_tool("search_sessions", {"query": "lock", "limit": "many"}),
+                await c.call_tool("search_sessions", {"query": "lock", "top_k": 3}),
+                await c.call_tool("search_sessions", {"query": "lock", "sort": "oldest"}),
+                await c.call_tool("search_sessions", {})]
+
+    ok, word, unknown, enum, missing = run_mcp(home, body)
+    assert not ok.is_error and len(answer(ok)["hits"]) == 2
+    for r, name, says in ((word, "invalid-params", "whole number from 1 to 20"),
+                          (unknown, "invalid-params", "its arguments are query, agents"),
+                          (enum, "invalid-params", "one of relevance, newest"),
+                          (missing, "invalid-params", "needs query")):
+        assert r.is_error and answer(r)["error"] == name and says in answer(r)["message"]
+
+
+def test_read_session_around_the_hit_is_bounded(home: Home, roots: dict[str, Path]) -> None:
+    """read_session with the search's query centres on the hit; long messages are cut and flagged."""
+    c = ClaudeWriter(roots["claude"], cwd="/home/dev/app")
+    for i in range(20):
+        c.user(("the faiss sidecar mismatch" if i == 12 else f"step {i}") + " " + "word " * 400)
+        c.assistant(f"done {i}")
+    _index(home, roots)
+
+    async def body(cl: Client) -> tuple[Any, Any, Any]:
+        hit = answer(await cl.call_tool("search_sessions", {"query": "faiss sidecar"}))["hits"][0]
+        around = await cl.call_tool("read_session", {"session_id": hit["id"], "query": "faiss sidecar",
+                                                     "count": "5"})
+        nxt = await cl.call_tool("read_session", {"session_id": hit["id"], "position": answer(around)["after"],
+                                                  "direction": "forward"})
+        missing = await cl.call_tool("read_session", {"session_id": "no-such-id"})
+        return around, nxt, missing
+
+    around, nxt, missing = run_mcp(home, body)
+    a = answer(around)
+    assert result_size(around) <= 4096 and result_size(nxt) <= 4096
+    assert a["hitAt"] in [m["position"] for m in a["messages"]]
+    assert any(m["truncated"] for m in a["messages"]) and a["session"]["cwd"] == "/home/dev/app"
+    assert answer(nxt)["messages"][0]["position"] == a["after"]
+    assert missing.is_error and answer(missing)["error"] == "session-not-found"
+
+
+def test_the_callers_live_session_is_left_out(home: Home, roots: dict[str, Path], tmp_path: Path) -> None:
+    """The session named by CLAUDE_CODE_SESSION_ID, or active in the caller's folder, is not a hit by default."""
+    now = datetime.now(UTC) - timedelta(minutes=1)
+    work = tmp_path / "work"
+    work.mkdir()
+    mine = ClaudeWriter(roots["claude"], cwd=str(work.resolve()), start=now).user("the duckdb lock again")
+    other = ClaudeWriter(roots["claude"], cwd="/home/dev/old").user("an old duckdb lock fix")
+    named = ClaudeWriter(roots["claude"], cwd="/home/dev/named", start=now).user("duckdb lock in the named one")
+    _index(home, roots)
+
+    async def body(c: Client) -> tuple[Any, Any]:
+        return (answer(await c.call_tool("search_sessions", {"query": "duckdb lock"})),
+                answer(await c.call_tool("search_sessions", {"query": "duckdb lock", "include_live": True})))
+
+    by_folder, kept = run_mcp(home, body, cwd=work)
+    assert {h["id"] for h in by_folder["hits"]} == {other.session_id, named.session_id}
+    assert mine.session_id in by_folder["leftOut"]
+    assert {h["id"] for h in kept["hits"]} == {mine.session_id, other.session_id, named.session_id}
+    by_env, _ = run_mcp(home, body, cwd=tmp_path, CLAUDE_CODE_SESSION_ID=named.session_id)
+    assert {h["id"] for h in by_env["hits"]} == {mine.session_id, other.session_id}
+
+
+def test_a_refresh_returns_at_once_and_searches_say_the_index_is_catching_up(home: Home,
+                                                                            roots: dict[str, Path]) -> None:
+    """With the scanners stopped mid-refresh, index_status refresh and searches answer now, from the index as it is."""
+    _corpus(roots, sessions=2)
+    d = DaemonProcess(home, roots)
+    scanners: list[int] = []
+    try:
+        d.reconcile()
+        scanners = d.scanner_pids()
+        assert scanners
+        for pid in scanners:
+            os.kill(pid, signal.SIGSTOP)  # alive, but nothing it is asked to scan gets done
+        ClaudeWriter(roots["claude"], cwd="/home/dev/new").user("a brand new zeppelin session")
+
+        async def body(c: Client) -> list[dict[str, Any]]:
+            return [answer(await c.call_tool("index_status", {"refresh": "true"})),
+                    answer(await c.call_tool("search_sessions", {"query": "lock"})),
+                    answer(await c.call_tool("search_sessions", {"query": "zeppelin"})),
+                    answer(await c.call_tool("index_status", {"refresh": True}))]
+
+        started, old, new, again = run_mcp(home, body)
+        assert started["refresh"] == "started" and started["mode"] == "daemon"
+        assert len(old["hits"]) == 2 and "still running" in old["catchingUp"]
+        assert new["hits"] == [] and "catchingUp" in new
+        assert again["refresh"] == "already running" and "is running" in again["summary"]
+        for pid in scanners:
+            os.kill(pid, signal.SIGCONT)
+        scanners = []
+        assert wait_until(lambda: d.search("zeppelin")["hits"] != [], timeout=60)
+    finally:
+        for pid in scanners:
+            os.kill(pid, signal.SIGCONT)
+        d.stop()
+
+
+def test_errors_carry_the_contracts_names(home: Home, roots: dict[str, Path]) -> None:
+    """host all is invalid-params, an unconnected host host-unavailable, a refresh without daemon needs-daemon."""
+    _corpus(roots, sessions=1)
+    _index(home, roots)
+
+    async def body(c: Client) -> list[Any]:
+        return [await c.call_tool("search_sessions", {"query": "lock", "host": "all"}),
+                await c.call_tool("search_sessions", {"query": "lock", "host": "ssh:devbox"}),
+                await c.call_tool("index_status", {"refresh": True}),
+                await c.call_tool("search_sessions", {"query": "lock", "cursor": "bogus"})]
+
+    all_hosts, remote, refresh, cursor = run_mcp(home, body)
+    assert answer(all_hosts)["error"] == "invalid-params" and "one execution host" in answer(all_hosts)["message"]
+    assert answer(remote)["error"] == "host-unavailable"
+    assert answer(refresh)["error"] == "needs-daemon" and "aivault serve" in answer(refresh)["message"]
+    assert answer(cursor)["error"] == "malformed-cursor"
+    assert all(r.is_error for r in (all_hosts, remote, refresh, cursor))
+
+
+def test_streamable_http_on_loopback_with_a_host_guard(home: Home, roots: dict[str, Path]) -> None:
+    """--http 127.0.0.1:0 serves the same tools to the SDK's HTTP client; another Host header is refused."""
+    import httpx2 as httpx
+
+    _corpus(roots, sessions=3)
+    _index(home, roots)
+    proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp", "--http", "127.0.0.1:0"], env=_env(home),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "serving" not in line:
+            line = proc.stderr.readline()
+            assert line, "the server exited before serving"
+        url = line.split("serving ", 1)[1].strip()
+
+        async def main() -> Any:
+            async with Client(url) as c:
+                return answer(await c.call_tool("search_sessions", {"query": "lock"}))
+
+        assert len(anyio.run(main)["hits"]) == 3
+        rebound = httpx.post(url, headers={"Host": "evil.example:80", "Content-Type": "application/json",
+                                           "Accept": "application/json, text/event-stream"},
+                             content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}')
+        assert rebound.status_code in (400, 403, 421)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_http_refuses_a_non_loopback_address(home: Home) -> None:
+    """--http 0.0.0.0:PORT is refused before anything is bound."""
+    r = run_cli(home.path, "mcp", "--http", "0.0.0.0:8123")
+    assert r.returncode != 0 and "loopback only" in r.stderr
+
+
+@pytest.fixture(autouse=True)
+def _no_harness_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*SESSION_ENV, "CLAUDE_PROJECT_DIR"):
+        monkeypatch.delenv(name, raising=False)
