@@ -294,3 +294,79 @@ def test_floor_nonsense_queries_are_fixed_per_seed() -> None:
     first = nonsense_queries()
     assert first == nonsense_queries() and first != nonsense_queries(seed=8)
     assert len(first) == len(set(first)) == len(NONSENSE_FIXED) + RANDOM_QUERIES and "xyzzyplugh" in first
+
+
+# --- Recall_any, the session BM25 baseline, LoCoMo -------------------------------------------------
+
+def test_recall_any_counts_a_query_found_by_any_relevant_id() -> None:
+    """Recall_any@k is 1 as soon as one relevant id is in the top k (LoCoMo names several evidence sessions)."""
+    from bench.quality.metrics import recall_any_at_k
+
+    assert recall_any_at_k(["x", "b", "y"], {"a", "b", "c"}, 2) == 1.0
+    assert recall_any_at_k(["x", "y", "b"], {"a", "b"}, 2) == 0.0
+    assert recall_any_at_k(["b", "b"], {"b"}, 1) == 1.0
+
+
+def test_session_bm25_baseline_matches_hand_computation() -> None:
+    """Whole-session BM25 (k1 1.2, b 0.75): "cat" in "cat cat dog" scores 0.98083 * 4.4 / 3.65; shorter wins "dog"."""
+    from bench.quality.baseline import SessionBM25
+
+    bm = SessionBM25({"a": "Cat cat dog", "b": "dog, bird", "c": "fish"})
+    idf_cat = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    assert bm.score("cat", "a") == pytest.approx(idf_cat * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2)))
+    assert bm.score("cat", "a") == pytest.approx(1.18237, abs=1e-5)
+    assert bm.rank("cat", 10) == ["a"]  # documents without a query word are not ranked
+    assert bm.rank("dog", 10) == ["b", "a"]  # same tf, shorter document
+    assert bm.rank("dog", 10, among=["a", "c"]) == ["a"]
+
+
+def test_run_summaries_group_by_kind_and_planner_route() -> None:
+    """summarize averages each metric per kind and over all; auto's rows are also grouped by the planner's route."""
+    rows = [{"kind": "exact", "plannerRoute": "phrase", **run.score(["a", "b"], ["a"])},
+            {"kind": "paraphrase", "plannerRoute": "hybrid", **run.score(["x", "y", "a"], ["a"])},
+            {"kind": "paraphrase", "plannerRoute": "hybrid", **run.score(["x"], ["a"])}]
+    out = run.summarize(rows)
+    assert out["exact"]["recall_any@5"] == 1.0 and out["exact"]["n"] == 1
+    assert out["paraphrase"]["mrr@10"] == pytest.approx((1 / 3 + 0) / 2)
+    assert out["all"]["recall_any@5"] == pytest.approx(2 / 3) and out["mixed"]["n"] == 0
+    routes = run.by_planner_route(rows)
+    assert set(routes) == {"phrase", "hybrid"} and routes["hybrid"]["n"] == 2
+
+
+_LOCOMO = {
+    "speaker_a": "Ana", "speaker_b": "Ben",
+    "session_1_date_time": "1:56 pm on 8 May, 2023",
+    "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a dog"},
+                  {"speaker": "Ben", "dia_id": "D1:2", "text": "What is its name?"}],
+    "session_2_date_time": "9:05 am on 1 June, 2023",
+    "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "I ran a marathon"}],
+    "session_3_date_time": "10:00 am on 2 June, 2023", "session_3": [],
+    "qa": [{"question": "What did Ana adopt?", "answer": "a dog", "evidence": ["D1:1"], "category": 4},
+           {"question": "Who ran?", "answer": "Ben", "evidence": ["D1:2; D2:1"], "category": 1},
+           {"question": "Is Ana a cat?", "adversarial_answer": "no", "evidence": ["D1:1"], "category": 5},
+           {"question": "Unanswerable", "answer": "x", "evidence": [], "category": 3}],
+}
+
+
+def test_locomo_conversations_become_scoped_questions_over_one_transcript_per_session(tmp_path: Path) -> None:
+    """Sessions become Claude transcripts (A the user); questions of categories 1-4 with evidence, scoped by folder."""
+    from datetime import UTC, datetime
+
+    from bench.quality import locomo
+
+    conv = locomo.parse_conversation("7", _LOCOMO)
+    assert [s.number for s in conv.sessions] == [1, 2]  # the empty session 3 is no transcript
+    assert conv.sessions[0].start == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert [(q.category, q.evidence) for q in conv.questions] == [(4, (1,)), (1, (1, 2))]
+    assert [s.kind for s in locomo.steps(conv, conv.sessions[1])] == ["user", "assistant"]  # B opened session 2
+    queries = locomo.build(tmp_path, [conv])
+    corpus = json.loads((tmp_path / "corpus.json").read_text())
+    ids = {s["session"]: s["session_id"] for s in corpus["sessions"]}
+    assert [(q.kind, q.relevant, q.scope_paths) for q in queries] == [
+        ("single-hop", (ids[1],), ("/home/locomo/conv-7",)), ("multi-hop", (ids[1], ids[2]), ("/home/locomo/conv-7",))]
+    path = tmp_path / corpus["sessions"][0]["path"]
+    parser = ClaudeParser(str(path))
+    messages = [m for line in path.read_bytes().splitlines() for m in parser.feed(line)]
+    assert [m.text for m in messages] == ["I adopted a dog", "What is its name?"]
+    assert parser.session.cwd == "/home/locomo/conv-7"
+    assert run.request(queries[0])["filters"] == {"scopePaths": ["/home/locomo/conv-7"]}

@@ -48,10 +48,12 @@ class LabelledQuery:
     incident: str
     accepted: bool
     reason: str  # why the check rejected it; empty when accepted
+    scope_paths: tuple[str, ...] = ()  # asked with these scopePaths (LoCoMo: the conversation's folder)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["relevant"] = list(self.relevant)
+        d["scope_paths"] = list(self.scope_paths)
         return d
 
 
@@ -204,4 +206,4 @@ def load_queries(out: Path) -> list[LabelledQuery]:
     """The queries ``build`` wrote to ``out/queries.json``."""
     raw = json.loads((out / "queries.json").read_text())
     return [LabelledQuery(q["id"], q["kind"], q["query"], tuple(q["relevant"]), q["incident"], q["accepted"],
-                          q["reason"]) for q in raw]
+                          q["reason"], tuple(q.get("scope_paths") or ())) for q in raw]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-__all__ = ["dedupe", "mrr_at_k", "ndcg_at_k", "percentile", "recall_at_k"]
+__all__ = ["dedupe", "mrr_at_k", "ndcg_at_k", "percentile", "recall_any_at_k", "recall_at_k"]
 
 
 def dedupe(ranked: Sequence[str]) -> list[str]:
@@ -31,6 +31,14 @@ def recall_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> flo
     _check(relevant, k)
     rel = set(relevant)
     return sum(1 for doc in dedupe(ranked)[:k] if doc in rel) / len(rel)
+
+
+def recall_any_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """1 when any relevant id is within the top k, else 0 (LoCoMo's "found": one evidence session
+    suffices, however many the question names)."""
+    _check(relevant, k)
+    rel = set(relevant)
+    return 1.0 if any(doc in rel for doc in dedupe(ranked)[:k]) else 0.0
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
