@@ -20,6 +20,7 @@ from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
 from aivault.cli.mcp import add_parser as add_mcp_parser
 from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
 from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
+from aivault.cli.web import add_parser as add_web_parser
 from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import AGENT_NAMES, RPC_METHODS
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_policy)
     # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
     add_mcp_parser(sub)
+    add_web_parser(sub)
     return ap
 
 

@@ -125,6 +125,7 @@ def serve_http(home: Home, address: str, *, announce: Any = None) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen(128)  # before the URL is announced, so that a client connecting at once is not refused
     port = sock.getsockname()[1]
     authority = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
     names = [authority] + ([f"localhost:{port}"] if host in ("127.0.0.1", "::1") else [])
