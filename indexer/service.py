@@ -329,6 +329,11 @@ class IndexerService:
         except duckdb.Error as exc:
             self._write_failed(slot, seq, exc, int(h.get("messages") or 0))
             return
+        except Exception as exc:  # a bug applying this batch: refuse it for good, keep serving the others
+            _log.exception("batch could not be applied", shard=slot.shard, seq=seq)
+            self._send(slot.ident, K_NACK, Nack(seq=seq, reason=f"the indexer could not apply it: "
+                                                f"{exc.__class__.__name__}: {exc}"[:300], poison=True))
+            return
         self._refusals = 0
         self.batches_ok += 1
         self.last_batch_ms = (time.perf_counter() - t0) * 1000

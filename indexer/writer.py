@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from aivault import log
 from aivault.codec import BatchPayload, decode_batch
+from aivault.errors import ProtocolError
 from aivault.indexer import schema as q
 from aivault.indexer import segments as seg_mod
 from aivault.indexer.batch import (
@@ -90,7 +91,12 @@ class Writer:
         ProtocolError (it is malformed). Stages: decode, plan the file parts against the committed
         offsets, build the Arrow tables, commit them in one transaction, then move the in-memory view."""
         payload = decode_batch(header, frames)
-        plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta)
+        try:
+            plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A file part without a field it needs, or one of the wrong type: the batch is malformed
+            # (the scanner sets its files aside), never a crash of the indexer's loop.
+            raise ProtocolError(f"malformed batch header: {exc.__class__.__name__}: {exc}") from exc
         tables = batch_tables(plan, payload, self.meta.next_chunk)
         new_meta, dropped_ids = self._commit(plan, tables, payload)
         self._advance(plan, new_meta, dropped_ids)

@@ -335,11 +335,11 @@ class Scanner:
                 # read from 0 and let the indexer replace the predecessor's rows, if it has any.
                 renamed_from = predecessor
             self._read_file(src, found, start, reset, state, renamed_from, stats, req)
-        except OSError as exc:
-            stats.failed.append({"path": path, "reason": f"cannot read: {exc.strerror or exc}"})
-        except Exception as exc:  # a corrupt compressed stream, whatever its library raises
-            stats.failed.append({"path": path, "reason": f"cannot read: {exc.__class__.__name__}: {exc}"[:300]})
+        except OSError as exc:  # a disk error, or a corrupt compressed stream (LineFile)
+            stats.failed.append({"path": path, "reason": f"cannot read: {exc.strerror or exc}"[:300]})
         finally:
+            # The indexer's control flow (Resync on a NACK, StopRequested, IndexerGone) raised
+            # while a batch is flushed passes through: it is never a property of this file.
             src.close()
 
     def _read_file(self, src: LineFile, found: Found, start: int, reset: bool,
@@ -368,24 +368,30 @@ class Scanner:
             return _Part(self._open_part(found, src.stat, pos, False, None), parser.stats.malformed,
                          dict(parser.stats.extra))
 
-        for line, end in self._lines(src, start, part):
-            if line is not None:
-                if not self.builder.room_for(len(line)):
+        try:
+            for line, end in self._lines(src, start, part):
+                if line is not None:
+                    if not self.builder.room_for(len(line)):
+                        part = split_batch()
+                    msgs = parser.feed(line)
+                    if msgs:
+                        self.builder.begin_record()
+                        for msg in msgs:
+                            self.builder.add_message(part.idx, ordinal, msg)
+                            ordinal += 1
+                        if self.builder.record_cut:
+                            part.record_cut += 1
+                            stats.record_cut += 1
+                    stats.messages += len(msgs)
+                stats.bytes_done += end - pos
+                pos = end
+                if self.builder.full:
                     part = split_batch()
-                msgs = parser.feed(line)
-                if msgs:
-                    self.builder.begin_record()
-                    for msg in msgs:
-                        self.builder.add_message(part.idx, ordinal, msg)
-                        ordinal += 1
-                    if self.builder.record_cut:
-                        part.record_cut += 1
-                        stats.record_cut += 1
-                stats.messages += len(msgs)
-            stats.bytes_done += end - pos
-            pos = end
-            if self.builder.full:
-                part = split_batch()
+        except OSError:
+            # The read broke off (a disk error, a corrupt compressed stream): what was read up to
+            # the last complete line is kept, its part closed there, and the file reported failed.
+            self._close_part(part, src, parser, pos)
+            raise
         self._close_part(part, src, parser, pos, complete=True)
         stats.malformed += parser.stats.malformed - pass_malformed0
         stats.oversized += part.read.oversized

@@ -19,6 +19,7 @@ exception that stops the pass.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sqlite3
@@ -242,11 +243,16 @@ class LineFile:
 
     @contextmanager
     def _zst_reader(self) -> Iterator[_Readable]:
+        """A decompressing reader; a corrupt stream is an OSError (EIO) naming the file, like a
+        failing disk read, so that callers handle it as one (and nothing broader is caught)."""
         import zstandard  # only Codex's compressed rollouts need it
 
         with open(self.path, "rb", buffering=0) as raw, closing(
                 zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)) as reader:
-            yield reader
+            try:
+                yield reader
+            except zstandard.ZstdError as exc:
+                raise OSError(errno.EIO, f"corrupt zstd stream: {exc}", self.path) from exc
 
     def _zst_lines(self, start: int, stats: ReadStats) -> Iterator[tuple[bytes | None, int]]:
         with self._zst_reader() as reader:

@@ -48,7 +48,7 @@ def test_a_record_too_large_for_one_frame_is_cut_counted_and_the_file_goes_on(ho
         found = json.loads(run_cli(home.path, "search", word, "--json", check=True).stdout)["hits"]
         assert len(found) == hits, word
     status = run_cli(home.path, "status", check=True).stdout
-    assert "1 record cut" in status
+    assert "1 × record cut" in status
 
 
 def test_batches_stay_far_below_the_frame_limit_whatever_the_lines(inproc_daemon: InprocDaemon,

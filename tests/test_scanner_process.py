@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import zmq
 
-from aivault.codec import decode_ingest, encode_ingest
+from aivault.codec import _COLUMNS, decode_ingest, encode_ingest
 from aivault.home import Home
 from aivault.protocol import K_BATCH, K_HELLO, K_NACK, K_PASS_DONE, K_RECONCILE, K_STATE, K_STOP, SCANNER_KINDS
 from tests.builders import ClaudeWriter
@@ -184,3 +185,37 @@ def test_the_indexer_answers_an_invalid_batch_with_a_poisoned_nack(inproc_daemon
         assert nacks[1]["seq"] is None and nacks[1]["poison"] is True
     finally:
         s.close(0)
+
+
+def test_a_file_part_missing_a_field_is_refused_and_the_indexer_goes_on(inproc_daemon: Any,
+                                                                         roots: dict[str, Path]) -> None:
+    """A batch whose file part lacks `end` is a poisoned NACK naming the problem, not a crash of the indexer's loop."""
+    ix = inproc_daemon.service.indexer
+    s: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(inproc_daemon.home.ingest_endpoint)
+    try:
+        s.send_multipart(encode_ingest(K_HELLO, {"protocol": 1, "pid": os.getpid(), "shard": 0,
+                                                 "shards": len(ix.slots), "roots": [], "token": ix.token, "req": 1}))
+        epoch = None
+        while epoch is None:
+            assert s.poll(10_000)
+            msg = decode_ingest(s.recv_multipart(), (K_STATE, b"PING", b"RECONCILE"))
+            if msg.kind == K_STATE:
+                epoch = msg.header["epoch"]
+        part = {"path": "/nowhere/x.jsonl", "agent": "claude", "mode": "lines", "reset": True, "renamed_from": None,
+                "dev": 1, "ino": 2, "size": 10, "mtime_ns": 3, "start": 0}
+        s.send_multipart(encode_ingest(K_BATCH, {"seq": 9, "epoch": epoch, "files": [part], "chunks": 0,
+                                                 "postings": 0, "messages": 0},
+                                       [msgpack.packb({c: [] for c in _COLUMNS}), b"", b"", b"", msgpack.packb([])]))
+        nack = None
+        while nack is None:
+            assert s.poll(10_000)
+            msg = decode_ingest(s.recv_multipart(), (K_NACK, b"PING", b"RECONCILE", K_STATE))
+            if msg.kind == K_NACK:
+                nack = msg.header
+        assert nack["seq"] == 9 and nack["poison"] is True and "'end'" in nack["reason"]
+    finally:
+        s.close(0)
+    ClaudeWriter(roots["claude"]).user("the indexer still takes batches after that")
+    assert inproc_daemon.reconcile()["messages"] == 1

@@ -52,3 +52,22 @@ def test_a_rollout_compressed_after_indexing_stays_one_session(inproc_daemon: In
     assert hit["messageCount"] == 60 and hit["source"] == "present"
     assert inproc_daemon.reconcile(full=True)["messages"] == 0
     assert len(inproc_daemon.search("belugas", limit=10)["hits"]) == 1
+
+
+def test_a_corrupt_compressed_rollout_is_a_failed_file_and_the_pass_goes_on(inproc_daemon: InprocDaemon,
+                                                                             roots: dict[str, Path]) -> None:
+    """A .jsonl.zst whose stream breaks mid-way is reported failed with the reason; the other rollouts are indexed."""
+    good = CodexWriter(roots["codex"])
+    good.user("the healthy rollout talks about puffins")
+    bad = CodexWriter(roots["codex"])
+    for i in range(200):
+        bad.user(f"line {i} of a rollout whose compressed copy breaks")
+    data = bytearray(_compress(bad.path).read_bytes())
+    bad.path.unlink()
+    data[len(data) // 2 :] = b"\xff" * (len(data) - len(data) // 2)  # garbage from the middle on
+    bad.path.with_name(bad.path.name + ".zst").write_bytes(bytes(data))
+    inproc_daemon.reconcile()
+    assert len(inproc_daemon.search("puffins")["hits"]) == 1
+    failed = inproc_daemon.service.indexer.obs.failed
+    assert [f["path"] for f in failed] == [str(bad.path) + ".zst"]
+    assert "corrupt zstd stream" in failed[0]["reason"]
