@@ -208,12 +208,18 @@ async function observe() {
 
 async function loadPolicy() {
   $("settings-error").textContent = "";
+  // The fields wait for the stored policy: an edit made before it arrives would be overwritten.
+  $("settings").dataset.loaded = "no";
+  $("policy-fields").disabled = true;
   try {
     const r = await api("/api/policy");
     renderPolicy(r.policy);
   } catch (e) {
     $("settings-error").textContent = e.message;
     return;
+  } finally {
+    $("policy-fields").disabled = !config.controls;
+    $("settings").dataset.loaded = "yes";
   }
   await observe();
 }
