@@ -14,6 +14,7 @@ import sys
 import threading
 
 from aivault import log
+from aivault.cli.agent import add_parser as add_agent_parser
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
 from aivault.cli.doctor import cmd_doctor
 from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
     add_mcp_parser(sub)
     add_web_parser(sub)
+    add_agent_parser(sub)
     return ap
 
 

@@ -1,0 +1,31 @@
+"""``aivault agent install|uninstall AGENT``: the MCP server and an instruction, in the agent's own config."""
+
+from __future__ import annotations
+
+import argparse
+
+from aivault.cli.common import EXIT_OK
+from aivault.home import Home
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from aivault.agents.install import AGENTS  # a tuple of names: no edit code is loaded for parsing
+
+    p = sub.add_parser("agent", help="register aivault's MCP server and instructions with a coding agent")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, text in (("install", "add the MCP server to AGENT's config and an instruction on when to use it"),
+                       ("uninstall", "remove what install added")):
+        v = verbs.add_parser(verb, help=text)
+        v.add_argument("agent", choices=AGENTS, metavar="AGENT", help=f"one of {', '.join(AGENTS)}")
+        v.add_argument("--dry-run", action="store_true", help="print the changes without writing anything")
+        v.set_defaults(fn=cmd_agent)
+
+
+def cmd_agent(args: argparse.Namespace, home: Home) -> int:
+    from aivault.agents.install import apply, plan, report
+
+    install = args.verb == "install"
+    changes = plan(args.agent, install, home.path)
+    backups = {} if args.dry_run else apply(changes)
+    print(report(args.agent, install, changes, backups, args.dry_run))
+    return EXIT_OK
