@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import statistics
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
+import zstandard
 
-from bench.gen_corpus import LONG_LINE_MIN, generate
+from aivault import policy
+from aivault.home import Home
+from aivault.scanner.agents import SPECS
+from aivault.scanner.model import Message
+from aivault.scanner.reader import ReadStats
+from aivault.scanner.sources import LineFile, Root, RootProblem
+from bench.gen_corpus import LONG_LINE_MIN, generate, parse_mix
+from bench.mix_compare import AGENT_FIGURES, root_args
 from tests.builders.codex import INJECTED_PREFIXES
+from tests.conftest import cli_env, lexical_only
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 CLAUDE_MAIN = re.compile(rf"claude/projects/(?P<dir>[A-Za-z0-9-]+)/(?P<sid>{UUID})\.jsonl")
@@ -312,3 +326,163 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         generate(tmp_path, 50, seed=1)
     assert generate(tmp_path, 60, seed=2, overwrite=True)["messages"] == len(_normalized(tmp_path)) == 60
+
+
+# --- the default corpus is pinned; the agent mix --------------------------------------------------------
+# The tree of generate(out, 2_000, seed=7) before the agent mix existed: the default corpus must not move.
+DEFAULT_2K_SEED7_SHA256 = "e65f4d9df0392493986ae35106f5c34aece25fc4bc1bba4f4a255b52c7d6b037"
+MIX = "claude=0.3,codex=0.3,gemini=0.15,opencode=0.15,copilot=0.1"
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for name, data in _tree_bytes(root).items():
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def _parse_agents(root: Path, manifest: dict[str, Any]) -> tuple[dict[str, list[list[Message]]], list[RootProblem]]:
+    """Per agent, the messages of each unit as the scanner reads it: the agent's own discovery under the
+    roots the manifest names, then its line parser (lines, zst) or its whole-unit reader."""
+    out: dict[str, list[list[Message]]] = {}
+    problems: list[RootProblem] = []
+    for agent, info in manifest["agents"].items():
+        spec = SPECS[agent]
+        units = out.setdefault(agent, [])
+        for rel in info["roots"]:
+            for found in spec.discover(Root(agent, str(root / rel), explicit=True), problems, None, True):
+                if found.mode == "whole":
+                    assert spec.read_unit is not None
+                    units.append(spec.read_unit(found).messages)
+                    continue
+                assert spec.line_parser is not None
+                parser = spec.line_parser(found.path, None)
+                src = LineFile(found.path, found.mode)
+                try:
+                    msgs = [m for line, _ in src.lines(0, ReadStats()) if line is not None for m in parser.feed(line)]
+                finally:
+                    src.close()
+                units.append(msgs)
+    return out, problems
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("mixed")
+    return out, generate(out, 6_000, seed=5, mix=parse_mix(MIX), codex_zst_share=0.4)
+
+
+def test_default_corpus_is_unchanged(tmp_path: Path) -> None:
+    """Without a mix the generator writes, byte for byte, the tree it wrote before the mix existed."""
+    generate(tmp_path, 2_000, seed=7)
+    assert _tree_hash(tmp_path) == DEFAULT_2K_SEED7_SHA256
+
+
+def test_a_claude_codex_mix_writes_the_default_corpus(tmp_path: Path) -> None:
+    """--mix claude=0.6,codex=0.4 writes the default corpus's files; its manifest only adds the per-agent figures."""
+    plain = generate(tmp_path / "plain", 3_000, seed=2)
+    mixed = generate(tmp_path / "mix", 3_000, seed=2, mix=parse_mix("claude=0.6,codex=0.4"))
+    a, b = _tree_bytes(tmp_path / "plain"), _tree_bytes(tmp_path / "mix")
+    assert a.pop("manifest.json") != b.pop("manifest.json") and a == b
+    assert {k: v for k, v in mixed.items() if k not in ("mix", "codex_zst_share", "agents")} == plain
+    agents = mixed["agents"]
+    assert agents["claude"]["messages"] + agents["codex"]["messages"] == 3_000
+    assert agents["claude"]["sessions"] == plain["claude_sessions"]
+    assert sum(x["files"] for x in agents.values()) == plain["files"]
+    assert sum(x["bytes"] for x in agents.values()) == plain["bytes"]
+
+
+def test_mixed_manifest_counts_equal_the_real_parsers(mixed: tuple[Path, dict[str, Any]]) -> None:
+    """Per agent, the manifest's messages and sessions are what our scanner's discovery and parsers find."""
+    root, manifest = mixed
+    parsed, problems = _parse_agents(root, manifest)
+    assert not problems
+    assert set(parsed) == {"claude", "codex", "gemini", "opencode", "copilot"}
+    for agent, units in parsed.items():
+        info = manifest["agents"][agent]
+        assert (sum(map(len, units)), len(units)) == (info["messages"], info["sessions"]), agent
+        assert info["messages"] > 300, agent
+    msgs = [m for units in parsed.values() for unit in units for m in unit]
+    assert len(msgs) == manifest["messages"] == 6_000
+    kinds = Counter(m.kind for m in msgs)
+    assert manifest["by_kind"] == {k: kinds[k] for k in ("text", "thinking", "tool_call", "tool_result")}
+    assert Counter(m.role for m in msgs) == manifest["by_role"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 57, 1_001])
+@pytest.mark.parametrize("agent", ["gemini", "opencode", "copilot"])
+def test_exact_count_at_any_cut_point_for_each_new_format(tmp_path: Path, agent: str, n: int) -> None:
+    """A Gemini, OpenCode or Copilot corpus stops at exactly N messages wherever the cut falls (a call
+    whose result the budget left out is written as still running)."""
+    manifest = generate(tmp_path, n, seed=6, mix={agent: 1.0})
+    if n == 0:
+        assert manifest["messages"] == 0 and manifest["agents"][agent]["sessions"] == 0
+        return
+    parsed, problems = _parse_agents(tmp_path, manifest)
+    assert not problems
+    assert sum(map(len, parsed[agent])) == manifest["agents"][agent]["messages"] == manifest["messages"] == n
+
+
+def test_mixed_layout_is_where_each_agent_keeps_it(mixed: tuple[Path, dict[str, Any]]) -> None:
+    """Each agent's tree is laid out as the agent writes it: zst rollouts without their plain file, Gemini
+    logs and legacy documents in registered project folders, one OpenCode database, Copilot session folders."""
+    root, manifest = mixed
+    codex = manifest["agents"]["codex"]
+    zst = sorted((root / "codex").rglob("rollout-*.jsonl.zst"))
+    assert len(zst) == codex["zst_sessions"] > 0
+    assert not any(p.with_suffix("").exists() for p in zst)
+    plain = zstandard.ZstdDecompressor().decompressobj().decompress(zst[0].read_bytes())
+    assert json.loads(plain.split(b"\n", 1)[0])["type"] == "session_meta" and plain.endswith(b"\n")
+    tmp = root / "gemini" / ".gemini" / "tmp"
+    registry = json.loads((root / "gemini" / ".gemini" / "projects.json").read_bytes())["projects"]
+    assert {(tmp / slug / ".project_root").read_text() for slug in registry.values()} == set(registry)
+    logs, docs = sorted(tmp.glob("*/chats/session-*.jsonl")), sorted(tmp.glob("*/chats/session-*.json"))
+    assert len(docs) == manifest["agents"]["gemini"]["legacy_json_sessions"] > 0
+    assert len(logs) + len(docs) == manifest["agents"]["gemini"]["sessions"]
+    # Readers of the database (the tests above) may have left its -wal and -shm files beside it.
+    written = [p for p in root.rglob("*") if p.is_file() and not p.name.endswith(("-wal", "-shm"))]
+    assert [p.name for p in written if "opencode" in p.parts] == ["opencode.db"]
+    folders = sorted((root / "copilot" / "session-state").iterdir())
+    assert len(folders) == manifest["agents"]["copilot"]["sessions"]
+    assert all(sorted(p.name for p in f.iterdir()) == ["events.jsonl", "workspace.yaml"] for f in folders)
+    assert manifest["files"] == sum(a["files"] for a in manifest["agents"].values())
+    on_disk = sum(p.stat().st_size for p in written if p.name != "manifest.json")
+    assert manifest["bytes"] == sum(a["bytes"] for a in manifest["agents"].values()) == on_disk
+
+
+def test_new_formats_carry_the_same_text_sizes(mixed: tuple[Path, dict[str, Any]]) -> None:
+    """Gemini, OpenCode and Copilot messages are as long as Claude Code's, kind by kind (apples to apples)."""
+    root, manifest = mixed
+    parsed, _ = _parse_agents(root, manifest)
+
+    def sizes(agent: str, kind: str) -> list[int]:
+        return [len(m.text.encode()) for unit in parsed[agent] for m in unit if m.kind == kind]
+
+    for kind in ("text", "thinking", "tool_call", "tool_result"):
+        ref = statistics.median(sizes("claude", kind))
+        for agent in ("gemini", "opencode", "copilot"):
+            assert 0.75 < statistics.median(sizes(agent, kind)) / ref < 1.33, (agent, kind)
+    ref_mean = statistics.mean(len(m.text.encode()) for unit in parsed["claude"] for m in unit)
+    for agent in ("gemini", "opencode", "copilot"):
+        mean = statistics.mean(len(m.text.encode()) for unit in parsed[agent] for m in unit)
+        assert 0.8 < mean / ref_mean < 1.25, agent
+
+
+def test_mixed_corpus_indexes_to_the_manifest_counts(mixed: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """`aivault index` over the manifest's roots (as bench.run --mix-compare passes them) indexes exactly the
+    manifest's sessions and messages per agent."""
+    root, manifest = mixed
+    h = Home.resolve(tmp_path / "home").ensure()
+    policy.save(h, policy.Policy(True, None))
+    lexical_only(h)
+    proc = subprocess.run([sys.executable, "-m", "aivault.cli", "index", "--json", *root_args(root, manifest)],
+                          env=cli_env(h.path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["messages"] == 6_000
+    con = duckdb.connect(str(h.db_path), read_only=True)
+    try:
+        rows = con.execute(AGENT_FIGURES).fetchall()
+    finally:
+        con.close()
+    assert {a: (s, m) for a, s, m, _ in rows} == {
+        a: (info["sessions"], info["messages"]) for a, info in manifest["agents"].items()}
