@@ -105,13 +105,18 @@ def test_gemini_and_claude_follow_their_environment_overrides(home: Home, user: 
 
 
 def test_a_config_that_is_not_json_is_refused_untouched(home: Home, user: Path) -> None:
-    """A settings.json aivault cannot parse is left as it is and the command says what to do."""
+    """A settings.json or config.toml aivault cannot parse is left as it is and the command says what to do."""
     (user / ".gemini").mkdir()
     bad = '{ "theme": "x", // a comment\n}'
     (user / ".gemini" / "settings.json").write_text(bad)
     r = agent(home, user, "install", "gemini")
     assert r.returncode != 0 and "not plain JSON" in r.stderr and "by hand" in r.stderr
     assert (user / ".gemini" / "settings.json").read_text() == bad and not _backups(user / ".gemini")
+    (user / ".codex").mkdir()
+    (user / ".codex" / "config.toml").write_text("[mcp_servers\nbroken")
+    r = agent(home, user, "install", "codex")
+    assert r.returncode != 0 and "not valid TOML" in r.stderr
+    assert not (user / ".codex" / "AGENTS.md").exists()
 
 
 def test_an_unknown_agent_is_a_usage_error(home: Home, user: Path) -> None:

@@ -295,3 +295,34 @@ def test_http_refuses_a_non_loopback_address(home: Home) -> None:
 def _no_harness_session(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (*SESSION_ENV, "CLAUDE_PROJECT_DIR"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_a_cleared_index_and_consent_off_are_error_values(home: Home, roots: dict[str, Path]) -> None:
+    """After a clear the old cursor is stale-cursor; with consent off search is unavailable/disabled and a
+    refresh indexing-disabled, each with what to do."""
+    from aivault import policy
+
+    _corpus(roots, sessions=8)
+    d = DaemonProcess(home, roots)
+    try:
+        d.reconcile()
+
+        async def body(c: Client) -> list[Any]:
+            first = answer(await c.call_tool("search_sessions", {"query": "lock", "limit": 2}))
+            d.call("aiVault.clearSearchIndex")
+            d.reconcile()  # the rebuilt index answers again: the cursor is from the old one
+            stale = await c.call_tool("search_sessions", {"query": "lock", "cursor": first["cursor"]})
+            policy.save(home, policy.Policy(False, None))
+            off = await c.call_tool("search_sessions", {"query": "lock"})
+            while not off.is_error:  # the daemon follows policy.json within a second
+                await anyio.sleep(0.1)
+                off = await c.call_tool("search_sessions", {"query": "lock"})
+            return [stale, off, await c.call_tool("index_status", {"refresh": True})]
+
+        stale, off, refresh = run_mcp(home, body)
+    finally:
+        d.stop()
+    assert stale.is_error and answer(stale)["error"] == "stale-cursor" and "without cursor" in answer(stale)["message"]
+    assert answer(off) == {"error": "unavailable", "reason": "disabled", "message": answer(off)["message"]}
+    assert "aivault enable" in answer(off)["message"]
+    assert refresh.is_error and answer(refresh)["error"] == "indexing-disabled"

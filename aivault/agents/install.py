@@ -3,10 +3,10 @@
 Per agent, two files (each agent's own layout, its environment override respected):
 
 * Claude Code: ``mcpServers.aivault`` in ``~/.claude.json`` (user scope, what ``claude mcp add -s user``
-  writes; ``$CLAUDE_CONFIG_DIR/.claude.json`` when set) and the skill ``skills/aivault/SKILL.md``
-  under ``~/.claude`` (or ``$CLAUDE_CONFIG_DIR``);
-* Codex: ``[mcp_servers.aivault]`` in ``$CODEX_HOME/config.toml`` (``~/.codex``) and a marked block in
-  ``$CODEX_HOME/AGENTS.md``;
+  writes; ``$CLAUDE_CONFIG_DIR/.claude.json`` when set) and the skill ``~/.claude/skills/aivault/SKILL.md``
+  (under ``$CLAUDE_CONFIG_DIR`` when set);
+* Codex: ``[mcp_servers.aivault]`` in ``~/.codex/config.toml`` and a marked block in ``~/.codex/AGENTS.md``
+  (both under ``$CODEX_HOME`` when set);
 * Gemini CLI: ``mcpServers.aivault`` in ``~/.gemini/settings.json`` (``$GEMINI_CLI_HOME/.gemini``) and a
   marked block in ``GEMINI.md`` beside it.
 
