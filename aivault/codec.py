@@ -26,6 +26,10 @@ from aivault.protocol import (
     RPC_MAGIC,
     RPC_MAX_FRAME_BYTES,
     RPC_MAX_ID_CHARS,
+    STREAM_MAX_FRAMES,
+    STREAM_MAX_MESSAGE_BYTES,
+    STREAM_PREAMBLE,
+    STREAM_PREAMBLE_SEARCH_BYTES,
     ReplyHeader,
     RequestHeader,
 )
@@ -135,6 +139,99 @@ def _check_rpc(key: bytes, frames: list[bytes]) -> tuple[bytes, bytes]:
     if not hmac.compare_digest(sig, _sign(key, header, body)):
         raise AuthenticationError("message signature does not match this data directory's key")
     return header, body
+
+
+# --- the relay stream: RPC messages over a byte stream (docs/protocol.md §5.1) -----------------
+_U32 = 4
+
+
+def encode_stream(frames: list[bytes]) -> bytes:
+    """One message on a relay stream: its frame count (one byte), then each frame as a big-endian
+    u32 length and its bytes."""
+    if not 1 <= len(frames) <= STREAM_MAX_FRAMES:
+        raise ProtocolError(f"a stream message has 1 to {STREAM_MAX_FRAMES} frames, not {len(frames)}")
+    out = bytearray([len(frames)])
+    for f in frames:
+        out += len(f).to_bytes(_U32, "big")
+        out += f
+    if len(out) > STREAM_MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"a stream message of {len(out)} bytes exceeds the {STREAM_MAX_MESSAGE_BYTES}-byte limit")
+    return bytes(out)
+
+
+class StreamDecoder:
+    """Messages out of a relay stream, fed in whatever pieces the pipe delivers.
+
+    ``feed`` returns the messages completed so far. A stream that breaks the framing (a frame count
+    outside 1..8, a frame or message over the limits) cannot be re-synchronized: ``feed`` raises
+    ProtocolError as soon as the offending length is read, before any of its content is buffered, and
+    the stream must be closed. With ``preamble``, bytes before ``STREAM_PREAMBLE`` are skipped (what a
+    login shell printed) and kept, at most 4 KiB of them, in ``noise`` for error messages.
+    """
+
+    def __init__(self, *, preamble: bool = False) -> None:
+        self._buf = bytearray()
+        self._seeking = preamble
+        self._skipped = 0
+        self.noise = b""
+
+    @property
+    def started(self) -> bool:
+        """Whether the preamble has been seen (always true for a decoder that does not look for one)."""
+        return not self._seeking
+
+    def feed(self, data: bytes) -> list[list[bytes]]:
+        self._buf += data
+        if self._seeking and not self._seek():
+            return []
+        out: list[list[bytes]] = []
+        while (msg := self._next()) is not None:
+            out.append(msg)
+        return out
+
+    def _seek(self) -> bool:
+        at = self._buf.find(STREAM_PREAMBLE)
+        if at < 0:
+            keep = len(STREAM_PREAMBLE) - 1  # a preamble may straddle two reads
+            cut = max(0, len(self._buf) - keep)
+            self._note_noise(bytes(self._buf[:cut]))
+            del self._buf[:cut]
+            if self._skipped > STREAM_PREAMBLE_SEARCH_BYTES:
+                raise ProtocolError(f"no aivault relay preamble in the first {STREAM_PREAMBLE_SEARCH_BYTES} bytes")
+            return False
+        self._note_noise(bytes(self._buf[:at]))
+        del self._buf[: at + len(STREAM_PREAMBLE)]
+        self._seeking = False
+        return True
+
+    def _note_noise(self, data: bytes) -> None:
+        self._skipped += len(data)
+        self.noise = (self.noise + data)[-4096:]
+
+    def _next(self) -> list[bytes] | None:
+        buf = self._buf
+        if not buf:
+            return None
+        count = buf[0]
+        if not 1 <= count <= STREAM_MAX_FRAMES:
+            raise ProtocolError(f"a stream message announces {count} frames; 1 to {STREAM_MAX_FRAMES} are allowed")
+        pos, total, spans = 1, 0, []
+        for _ in range(count):
+            if len(buf) < pos + _U32:
+                return None
+            n = int.from_bytes(buf[pos : pos + _U32], "big")
+            total += n
+            if n > RPC_MAX_FRAME_BYTES or total > STREAM_MAX_MESSAGE_BYTES:
+                raise ProtocolError(f"a stream frame of {n} bytes exceeds the limits ({RPC_MAX_FRAME_BYTES} bytes a "
+                                    f"frame, {STREAM_MAX_MESSAGE_BYTES} a message)")
+            pos += _U32
+            if len(buf) < pos + n:
+                return None
+            spans.append((pos, pos + n))
+            pos += n
+        frames = [bytes(buf[a:b]) for a, b in spans]
+        del buf[:pos]
+        return frames
 
 
 # --- ingest ------------------------------------------------------------------------------

@@ -197,6 +197,13 @@ class SessionNotFound(AivaultError):
     code = p.ERR_SESSION_NOT_FOUND
 
 
+class NotPermitted(AivaultError):
+    """A request the client's authenticated kind may not make: relay and paired clients cannot clear the
+    index, index, or list hosts; consent, retention and relay policy are changed on their machine only."""
+
+    code = p.ERR_NOT_PERMITTED
+
+
 class MalformedCursor(AivaultError):
     """A cursor that is not one we minted for this query (answered with ``malformed-cursor``)."""
 
@@ -243,7 +250,8 @@ _BY_CODE: dict[int, type[AivaultError]] = {
     cls.code: cls
     for cls in (ProtocolError, AuthenticationError, InvalidParams, MethodNotFound, HostUnavailable,
                 IndexLocked, ReconcileFailed, Busy, InvalidRequest, IndexDamaged, IndexWriteFailed, IndexerClosed,
-                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon, ProtocolVersionError, SessionNotFound)
+                DataDirUnusable, ConfigInvalid, IndexingDisabled, NeedsDaemon, ProtocolVersionError, SessionNotFound,
+                NotPermitted)
 }
 
 

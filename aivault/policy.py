@@ -52,3 +52,33 @@ def save(home: Home, policy: Policy) -> None:
         write_private(home.path / POLICY_FILE, (json.dumps(policy.to_json(), indent=2) + "\n").encode("utf-8"))
     except OSError as exc:
         raise unusable(home.path / POLICY_FILE, exc, "write") from exc
+
+
+# --- relay consent (docs/contract.md §8.1) -------------------------------------------------------
+# Whether `aivault relay --stdio` on this machine answers: the owner's own switch, separate from the
+# index's consent, so that enabling search on a client grants nothing on the machines it reaches.
+RELAY_FILE = "relay.json"
+
+
+def relay_allowed(home: Home) -> bool:
+    path = home.path / RELAY_FILE
+    try:
+        raw = json.loads(read_private(path).decode("utf-8"))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise unusable(path, exc, "read") from exc
+    except ValueError as exc:
+        raise PolicyInvalid(f"cannot read {path}: {exc}. Rewrite it with `aivault policy --relay on|off`.") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("enabled"), bool):
+        raise PolicyInvalid(f"{path} must hold {{\"enabled\": true|false}}; rewrite it with "
+                            "`aivault policy --relay on`")
+    return bool(raw["enabled"])
+
+
+def set_relay(home: Home, allowed: bool) -> None:
+    home.ensure()
+    try:
+        write_private(home.path / RELAY_FILE, (json.dumps({"enabled": allowed}) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise unusable(home.path / RELAY_FILE, exc, "write") from exc

@@ -61,8 +61,19 @@ METHOD_CLEAR: Final = "aiVault.clearSearchIndex"
 # The messages of one indexed session, a bounded window of them (the MCP tool read_session, the web page).
 METHOD_READ: Final = "aiVault.readSession"
 
+# The remote execution hosts this machine searches, with their connections' state (local control).
+METHOD_HOSTS: Final = "aiVault.listHosts"
+
 RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_ROOTS,
-                       METHOD_CLEAR, METHOD_READ)
+                       METHOD_CLEAR, METHOD_READ, METHOD_HOSTS)
+# What a relay or paired client may ask (docs/contract.md §6, §8): searching, reading, status and the probe.
+# Everything else -- clearing, indexing, the host list -- is the machine owner's, asked on that machine.
+REMOTE_CLIENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_READ})
+# Served only on a paired listener (docs/protocol.md §5): registering a client key with a one-time
+# secret, and a paired client withdrawing its own key.
+METHOD_PAIR: Final = "aiVault.pair"
+METHOD_UNPAIR: Final = "aiVault.unpair"
+PAIRING_METHODS: Final = (METHOD_PAIR, METHOD_UNPAIR)
 # Requests a client may send again on its own (after `busy`): asking twice changes nothing.
 IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS, METHOD_ROOTS,
                                        METHOD_READ})
@@ -125,6 +136,7 @@ ERR_NEEDS_DAEMON: Final = -32016  # a method only a running daemon answers, aske
 ERR_PROTOCOL_VERSION: Final = -32017  # the peer speaks another protocol version
 ERR_NOT_READY: Final = -32018  # the index does not exist yet (never indexed, or cleared while disabled)
 ERR_SESSION_NOT_FOUND: Final = -32019  # aiVault.readSession: no indexed session has that id
+ERR_NOT_PERMITTED: Final = -32020  # the client's authenticated kind may not ask this (relay, paired: local control)
 
 ERROR_CODES: Final = {
     ERR_PARSE: "parse-error",
@@ -147,6 +159,7 @@ ERROR_CODES: Final = {
     ERR_PROTOCOL_VERSION: "protocol-version",
     ERR_NOT_READY: "index-not-ready",
     ERR_SESSION_NOT_FOUND: "session-not-found",
+    ERR_NOT_PERMITTED: "not-permitted",
 }
 
 # --- scanner <-> indexer ingest ---------------------------------------------------------
@@ -362,3 +375,44 @@ RPC_BUSY_RETRY_MAX_S: Final = 1.0
 DEAF_PING_TIMEOUT_S: Final = 3.0
 # After a daemon thread died, the process exits within this long even if the orderly shutdown hangs.
 DAEMON_FATAL_EXIT_TIMEOUT_S: Final = 20.0
+
+# --- remote execution hosts (docs/protocol.md §5) -------------------------------------------------
+# Frames to and from a relay or a paired listener are signed with this fixed key: ssh or CurveZMQ
+# authenticates the peer and protects the bytes, and a data directory's own key (which also signs its
+# cursors) never leaves its machine.
+REMOTE_FRAME_KEY: Final = b"aivault remote transport, authenticated by ssh or CurveZMQ"
+# What a relay writes first on its standard output, so that a client can skip what a login shell
+# printed before it (a motd, a noisy .bashrc) and tell "not an aivault relay" from a slow one.
+STREAM_PREAMBLE: Final = b"AIVSTREAM1\n"
+# Bytes a client reads looking for the preamble before it gives up on the remote command.
+STREAM_PREAMBLE_SEARCH_BYTES: Final = 64 * 1024
+# A stream message is a frame count byte (1..STREAM_MAX_FRAMES) and that many u32-length-prefixed frames.
+STREAM_MAX_FRAMES: Final = 8
+# A whole stream message: a request's header (1 MiB) and body (RPC_MAX_FRAME_BYTES) plus its small frames.
+STREAM_MAX_MESSAGE_BYTES: Final = RPC_MAX_FRAME_BYTES + 2 * 1024 * 1024
+# Opening a connection to a host (ssh login and the relay's start, or the CurveZMQ handshake) and its
+# first ping must succeed within this long, else the host is unavailable.
+HOST_CONNECT_TIMEOUT_S: Final = 10.0
+# A request to a remote host (its connection opening included) is answered within this long, or it
+# fails host-unavailable. Shorter than RPC_TIMEOUT_S, so a daemon routing to a hung host answers its own
+# client with that error before the client gives up on the daemon.
+HOST_REQUEST_TIMEOUT_S: Final = 20.0
+# An open connection that has received nothing for this long is pinged ...
+HOST_HEARTBEAT_INTERVAL_S: Final = 5.0
+# ... and one that has received nothing for this long is dead: it is closed and its requests fail.
+HOST_HEARTBEAT_TIMEOUT_S: Final = 15.0
+# A connection no request has used for this long is closed (heartbeats do not count as use).
+HOST_IDLE_TIMEOUT_S: Final = 300.0
+# After a failed opening, the next attempt waits this long, doubling per failure up to the max;
+# requests meanwhile fail at once with the last error.
+HOST_BACKOFF_S: Final = 1.0
+HOST_BACKOFF_MAX_S: Final = 30.0
+# Requests waiting or running on one host connection; one more is answered `busy`.
+HOST_MAX_PENDING: Final = 64
+# A relay that has heard nothing from its client for this long (the client pings every
+# HOST_HEARTBEAT_INTERVAL_S) assumes it is gone and exits.
+RELAY_SILENCE_TIMEOUT_S: Final = 60.0
+# Requests a relay queues behind the one it is answering; one more is answered `busy`.
+RELAY_MAX_QUEUED: Final = 16
+# A pairing code's single-use secret expires after this long unless `aivault pair` says otherwise.
+PAIRING_TTL_S: Final = 600.0

@@ -114,7 +114,9 @@ def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
     for i, h in enumerate(hits, 1):
         title = h.get("title") or "(untitled)"
         tag = f"  {st(DIM, SIMILAR_TAG)}" if h.get("sessionId") in by_meaning else ""
-        head = f"{i:>2}. {st(CYAN, h['agent'])} · {st(BOLD, title)}{tag}"
+        # A remote host's hits carry the host that answered (stamped by the router); local ones may not.
+        host = f" @ {st(BOLD, str(h['executionHostId']))}" if h.get("executionHostId") else ""
+        head = f"{i:>2}. {st(CYAN, h['agent'])}{host} · {st(BOLD, title)}{tag}"
         print(head, file=out)
         where = h.get("cwd") or "(unknown folder)"
         branch = f" ({h['branch']})" if h.get("branch") else ""

@@ -37,6 +37,7 @@ from aivault.protocol import (
     DEAF_PING_TIMEOUT_S,
     IDEMPOTENT_METHODS,
     METHOD_CLEAR,
+    METHOD_HOSTS,
     METHOD_PING,
     METHOD_READ,
     METHOD_RECONCILE,
@@ -225,6 +226,7 @@ class Connection:
         self.rpc: RpcClient | None = connect_daemon(home)
         self.mode = "daemon" if self.rpc else "direct"
         self.index_missing = False
+        self.remote: Any = None  # HostConnections, made when a remote host is asked without a daemon
 
     def _direct(self) -> Any:
         if self.direct is None:
@@ -240,9 +242,28 @@ class Connection:
                 self.direct = MissingIndexService(self.home)
         return self.direct
 
-    def call(self, method: str, params: Any) -> Any:
+    def _remote(self) -> Any:
+        if self.remote is None:
+            from aivault.broker.remote import HostConnections
+
+            self.remote = HostConnections(self.home)
+        return self.remote
+
+    def call(self, method: str, params: Any, host: str | None = None) -> Any:
+        """``method`` asked of ``host`` (None or ``local``: this machine). Through the daemon when one
+        answers (it routes to remote hosts); without one, local methods open the index here and remote
+        hosts are reached from this process (broker/remote.py)."""
+        if host is not None and host != "local":
+            if self.rpc is not None:
+                return self.rpc.call(method, params, host=host)
+            from aivault.broker.hosts import parse_host
+
+            return self._remote().call(parse_host(host), method, params)
         if self.rpc is not None:
             return self.rpc.call(method, params)
+        if method == METHOD_HOSTS:
+            check = bool(params.get("check")) if isinstance(params, dict) else False
+            return self._remote().states(check).result()
         from aivault.query.service import search_sessions, search_status  # direct mode only: duckdb
 
         if method == METHOD_SEARCH:
@@ -280,14 +301,35 @@ class Connection:
 
         return index_counts(con)
 
-    def search(self, request: dict[str, Any]) -> dict[str, Any]:
+    def search(self, request: dict[str, Any], host: str | None = None) -> dict[str, Any]:
         if self.rpc is not None:
-            return SessionSearchClient(self.rpc).search(request)
-        value: dict[str, Any] = self.call(METHOD_SEARCH, request)
+            return SessionSearchClient(self.rpc, host).search(request)
+        value: dict[str, Any] = self.call(METHOD_SEARCH, request, host)
         return value
 
-    def status(self) -> dict[str, Any]:
+    def status(self, host: str | None = None) -> dict[str, Any]:
         if self.rpc is not None:
-            return SessionSearchClient(self.rpc).status()
-        value: dict[str, Any] = self.call(METHOD_STATUS, {})
+            return SessionSearchClient(self.rpc, host).status()
+        value: dict[str, Any] = self.call(METHOD_STATUS, {}, host)
         return value
+
+    def hosts(self, check: bool = False) -> dict[str, Any]:
+        """The configured remote hosts and their connections' state (``aiVault.listHosts``)."""
+        value: dict[str, Any] = self.call(METHOD_HOSTS, {"check": check})
+        return value
+
+    def close(self) -> None:
+        """Close the daemon socket, the directly opened index and its handle, and remote connections."""
+        if self.rpc is not None:
+            self.rpc.close()
+        direct, self.direct = self.direct, None
+        if direct is not None:
+            for closing in (getattr(direct, "close", None), getattr(getattr(direct, "con", None), "close", None)):
+                if closing is not None:
+                    try:
+                        closing()
+                    except Exception:  # closing is best effort: a handle already closed is fine
+                        continue
+        remote, self.remote = self.remote, None
+        if remote is not None:
+            remote.close()

@@ -4,6 +4,11 @@ DuckDB allows one read-write process, so the process that writes the index is th
 answers queries: query workers are threads here. ``aivault serve`` runs it until SIGINT or
 SIGTERM; ``aivault index`` runs the same thing until the index is current, so searches from
 other shells keep working while it indexes.
+
+Requests addressed to a remote execution host are routed by ``HostConnections`` (broker/remote.py):
+the handler returns a Future, so a slow host holds no query worker. With ``listen``
+(``aivault serve --listen tcp://ADDR:PORT``) a second broker serves paired clients over CurveZMQ
+(broker/pairing.py); their requests go through ``answer_remote`` (broker/access.py).
 """
 
 from __future__ import annotations
@@ -16,14 +21,27 @@ from collections import OrderedDict
 from typing import Any
 
 from aivault import __version__, log
-from aivault.broker.hosts import parse_host, remote_unavailable
+from aivault.broker.access import answer_remote
+from aivault.broker.exposure import FULL_DIAGNOSTICS, LOCAL_CALLER, Caller
+from aivault.broker.hosts import Host, parse_host
+from aivault.broker.pairing import CurveGate
+from aivault.broker.remote import HostConnections
 from aivault.broker.router import Broker, clip
 from aivault.codec import RpcRequest
-from aivault.errors import DaemonFailed, IndexingDisabled, InvalidParams, MethodNotFound
+from aivault.errors import (
+    AivaultError,
+    AuthenticationError,
+    DaemonFailed,
+    IndexingDisabled,
+    InvalidParams,
+    MethodNotFound,
+    NotPermitted,
+)
 from aivault.home import Home
 from aivault.protocol import (
     DAEMON_FATAL_EXIT_TIMEOUT_S,
     METHOD_CLEAR,
+    METHOD_HOSTS,
     METHOD_PING,
     METHOD_READ,
     METHOD_RECONCILE,
@@ -31,7 +49,10 @@ from aivault.protocol import (
     METHOD_SEARCH,
     METHOD_STATS,
     METHOD_STATUS,
+    PAIRING_METHODS,
     PROTOCOL_VERSION,
+    REMOTE_CLIENT_METHODS,
+    REMOTE_FRAME_KEY,
 )
 from aivault.query.service import NULL_SERVICE, SessionSearchService, search_sessions, search_status
 from aivault.query.session import WriterSession
@@ -43,14 +64,16 @@ _log = log.get("daemon")
 _REPLY_CACHE = 64
 # Every method Daemon.handle serves; the broker answers any other one itself.
 DAEMON_METHODS: frozenset[str] = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_ROOTS, METHOD_STATS,
-                                            METHOD_RECONCILE, METHOD_CLEAR, METHOD_READ})
+                                            METHOD_RECONCILE, METHOD_CLEAR, METHOD_READ, METHOD_HOSTS})
+# How long start() waits for the paired listener to bind before reporting why it could not.
+_LISTEN_READY_S = 10.0
 # The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
 _EXIT_FATAL = 70
 
 
 class Daemon:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
-                 schedule: bool = True, semantic: bool = True, bulk: bool = False) -> None:
+                 schedule: bool = True, semantic: bool = True, bulk: bool = False, listen: str | None = None) -> None:
         self.home = home
         self.session = WriterSession(home, extra_roots=extra_roots, default_roots=default_roots, schedule=schedule,
                                      semantic=semantic, bulk=bulk)
@@ -67,12 +90,24 @@ class Daemon:
         # State-changing requests answer a repeated request id with the stored reply.
         self._replies: OrderedDict[str, Any] = OrderedDict()
         self._replies_lock = threading.Lock()
+        self.hosts = HostConnections(home)
+        self.gate: CurveGate | None = None
+        self.listener: Broker | None = None
+        self._listener_thread: threading.Thread | None = None
+        self._listen_error: BaseException | None = None
+        if listen is not None:
+            self.gate = CurveGate(home)
+            self.listener = Broker(listen, REMOTE_FRAME_KEY, self._handle_paired, workers=2,
+                                   inline=frozenset({METHOD_PING}),
+                                   methods=REMOTE_CLIENT_METHODS | frozenset(PAIRING_METHODS), gate=self.gate)
 
     # --- RPC dispatch -------------------------------------------------------------------------
-    def handle(self, req: RpcRequest) -> Any:
+    def handle(self, req: RpcRequest, caller: Caller = LOCAL_CALLER) -> Any:
+        if caller.transport not in FULL_DIAGNOSTICS:
+            return self._handle_paired(req, caller)
         host = parse_host(req.host)
         if not host.is_local:
-            raise remote_unavailable(host)
+            return self._remote(host, req)
         m = req.method
         if m == METHOD_SEARCH:
             return search_sessions(self._endpoint, req.params)
@@ -82,7 +117,7 @@ class Daemon:
             return read_session(self._endpoint, req.params)
         if m == METHOD_PING:
             return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
-                    "home": str(self.home.path)}
+                    "home": str(self.home.path), "listen": self.listener.bound if self.listener else None}
         if m == METHOD_ROOTS:
             return self.service.root_report(_root_list(req.params))
         if m == METHOD_STATS:
@@ -91,7 +126,29 @@ class Daemon:
             return self._reconcile(req.params)
         if m == METHOD_CLEAR:
             return self._once(req.id, self.service.clear)
+        if m == METHOD_HOSTS:
+            check = req.params.get("check", False) if isinstance(req.params, dict) else None
+            if not isinstance(check, bool):
+                raise InvalidParams("aiVault.listHosts takes {check: bool}")
+            return self.hosts.states(check)
         raise MethodNotFound(f"unknown method {clip(m)!r}")
+
+    def _remote(self, host: Host, req: RpcRequest) -> Any:
+        """A request for a remote host: its Future, answered by the host (never by the local index)."""
+        if req.method not in REMOTE_CLIENT_METHODS and req.method in DAEMON_METHODS:
+            raise NotPermitted(f"{req.method} is local control: it is refused for any host but local. Run it on "
+                               f"{host.id} itself.")
+        return self.hosts.request(host, req.method, req.params)
+
+    def _handle_paired(self, req: RpcRequest, caller: Caller) -> Any:
+        """A request on the paired listener: pairing, or a paired client's search (broker/access.py)."""
+        if req.method in PAIRING_METHODS:
+            assert self.gate is not None
+            return self.gate.handle(req, caller)
+        if caller.client is None and req.method != METHOD_PING:
+            raise AuthenticationError("this connection was admitted only to pair: send aiVault.pair with the "
+                                      "secret of a pairing code first")
+        return answer_remote(req, caller, _Answerer(self))
 
     def _once(self, request_id: str, action: Any) -> Any:
         with self._replies_lock:
@@ -120,7 +177,31 @@ class Daemon:
         self.session.start()
         self._thread = threading.Thread(target=self._serve, name="broker", daemon=True)
         self._thread.start()
-        _log.info("daemon started", home=str(self.home.path), endpoint=self.home.rpc_endpoint)
+        if self.listener is not None:
+            self._listener_thread = threading.Thread(target=self._serve_listener, name="paired-broker", daemon=True)
+            self._listener_thread.start()
+            if not self.listener.ready.wait(_LISTEN_READY_S) or self._listen_error is not None:
+                err = self._listen_error
+                self.close()
+                raise AivaultError(f"cannot listen on {self.listener.endpoint}: "
+                                   f"{err if err is not None else 'the listener did not start'}. Give a free "
+                                   "tcp://ADDRESS:PORT to --listen")
+        _log.info("daemon started", home=str(self.home.path), endpoint=self.home.rpc_endpoint,
+                  listen=self.listener.bound if self.listener else None)
+
+    def _serve_listener(self) -> None:
+        assert self.listener is not None
+        try:
+            self.listener.run()
+        except BaseException as exc:
+            if not self.listener.ready.is_set():
+                self._listen_error = exc  # start() reports it: e.g. the address is in use
+                self.listener.ready.set()
+                return
+            self._fail("the paired listener's broker thread died", exc)
+            return
+        if not self._stop.is_set():
+            self._fail("the paired listener's loop ended while the daemon runs", None)
 
     def _serve(self) -> None:
         """The broker thread. If its loop ends while the daemon runs, the daemon is deaf but still
@@ -147,8 +228,13 @@ class Daemon:
     def close(self) -> None:
         self._stop.set()
         self.broker.stop()
+        if self.listener is not None:
+            self.listener.stop()
         if self._thread is not None:
             self._thread.join(10)
+        if self._listener_thread is not None:
+            self._listener_thread.join(10)
+        self.hosts.close()
         self._endpoint = NULL_SERVICE
         self.session.close()
         if self.failure is not None:
@@ -161,3 +247,22 @@ def _root_list(params: Any) -> list[str]:
     if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots) or len(roots) > 256:
         raise InvalidParams("aiVault.rootReport takes {roots: [path, ...]} (at most 256)")
     return roots
+
+
+class _Answerer:
+    """The daemon's own answers for paired clients (broker/access.py exposes them)."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def has_service(self) -> bool:
+        return self.daemon._endpoint is not NULL_SERVICE
+
+    def search(self, params: Any) -> dict[str, Any]:
+        return search_sessions(self.daemon._endpoint, params)
+
+    def status(self) -> dict[str, Any]:
+        return search_status(self.daemon._endpoint)
+
+    def read(self, params: Any) -> dict[str, Any]:
+        return read_session(self.daemon._endpoint, params)

@@ -10,11 +10,27 @@ content — except that a missing Codex home is omitted from the resume command'
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 Transport = Literal["desktop-ipc", "same-machine-rpc", "relay", "paired"]
 FULL_DIAGNOSTICS: frozenset[str] = frozenset({"desktop-ipc", "same-machine-rpc"})
 UNVERIFIED_ROOT = "Source root could not be verified."
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks, as the transport authenticated them: the socket or stream a request came in on, never a
+    field of the request. ``client`` is a paired client's registered name (None on the same machine, and
+    for a connection admitted only to pair); ``key`` the CurveZMQ public key it authenticated with."""
+
+    transport: Transport
+    client: str | None = None
+    key: bytes | None = None
+
+
+# The daemon's ipc socket: same machine, same user (the socket is 0600 in a 0700 directory).
+LOCAL_CALLER: Final = Caller("desktop-ipc")
 
 
 def redact_status(status: dict[str, Any], transport: Transport) -> dict[str, Any]:
@@ -32,3 +48,19 @@ def redact_for_transport(hit: dict[str, Any], transport: Transport) -> dict[str,
         # A Codex home that only exists on the remote machine means nothing to the client.
         out["resumeCommand"] = " ".join(part for part in cmd.split(" ") if not part.startswith("CODEX_HOME="))
     return out
+
+
+def redact_search(result: dict[str, Any], transport: Transport) -> dict[str, Any]:
+    """A search result with each hit as ``transport`` may see it (other kinds carry no hits)."""
+    hits = result.get("hits")
+    if transport in FULL_DIAGNOSTICS or not isinstance(hits, list):
+        return result
+    return {**result, "hits": [redact_for_transport(h, transport) if isinstance(h, dict) else h for h in hits]}
+
+
+def redact_read(result: dict[str, Any], transport: Transport) -> dict[str, Any]:
+    """A readSession result with its session record as ``transport`` may see it (the resume command)."""
+    session = result.get("session")
+    if transport in FULL_DIAGNOSTICS or not isinstance(session, dict):
+        return result
+    return {**result, "session": redact_for_transport(session, transport)}

@@ -10,6 +10,12 @@ Flow control (docs/protocol.md §1.7): at most ``RPC_MAX_QUEUED_REQUESTS`` reque
 worker and ``RPC_PEER_MAX_INFLIGHT`` per client; past that a request is answered ``busy`` at
 once. The socket is ``ROUTER_MANDATORY``, so a reply to a client whose buffer is full is not
 dropped by ZeroMQ: it waits in that client's backlog until the client reads.
+
+Who asks is the socket's business, never the request's: the daemon's ipc socket hands every handler
+call ``LOCAL_CALLER``; a broker given a ``Gate`` (a paired runtime's CurveZMQ listener,
+broker/pairing.py) runs in a ZeroMQ context of its own with the gate's ZAP handler polled by this
+loop, and asks the gate, for every message, who the connection authenticated as -- a key revoked
+since the handshake is refused from its next message on.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import zmq
 
 from aivault import log
+from aivault.broker.exposure import LOCAL_CALLER, Caller
 from aivault.codec import RpcReply, RpcRequest, decode_request, encode_reply, peek_request_id
-from aivault.errors import AivaultError, Busy, MethodNotFound, error_value
+from aivault.errors import AivaultError, AuthenticationError, Busy, MethodNotFound, error_value
 from aivault.protocol import (
     RPC_BACKLOG_MAX_BYTES,
     RPC_ECHO_MAX_CHARS,
@@ -55,7 +62,19 @@ _REFUSALS_LOGGED_PER_S = 10
 # How long shutdown waits for the workers' running requests.
 _WORKER_JOIN_S = 5.0
 
-Handler = Callable[[RpcRequest], Any]
+Handler = Callable[[RpcRequest, Caller], Any]
+
+
+class Gate(Protocol):
+    """Authentication of a listener other than the same-machine ipc socket (broker/pairing.py)."""
+
+    def secure(self, sock: zmq.Socket[bytes]) -> None: ...
+
+    def bind_zap(self, ctx: zmq.Context[Any]) -> zmq.Socket[bytes]: ...
+
+    def answer(self, zap: zmq.Socket[bytes]) -> None: ...
+
+    def caller(self, user_id: str | None) -> Caller | None: ...
 
 
 def clip(text: str, limit: int = RPC_ECHO_MAX_CHARS) -> str:
@@ -78,6 +97,7 @@ class _Job:
     ident: bytes
     req: RpcRequest
     t0: float
+    caller: Caller
 
 
 class _Throttle:
@@ -104,12 +124,18 @@ class _Throttle:
 class Broker:
     def __init__(self, endpoint: str, key: bytes, handler: Handler, *, workers: int = WORKERS,
                  inline: frozenset[str] = frozenset(), methods: frozenset[str] | None = None,
-                 max_queued: int = RPC_MAX_QUEUED_REQUESTS, peer_max_inflight: int = RPC_PEER_MAX_INFLIGHT) -> None:
+                 max_queued: int = RPC_MAX_QUEUED_REQUESTS, peer_max_inflight: int = RPC_PEER_MAX_INFLIGHT,
+                 gate: Gate | None = None) -> None:
         """``inline`` methods are answered by the loop itself (the readiness probe): they must be
         instant, and they then measure the broker, not the depth of the workers' queue. With
         ``methods`` (every method the handler serves), any other method is answered
-        method-not-found by the loop at once: it never waits behind real work, nor is refused busy."""
+        method-not-found by the loop at once: it never waits behind real work, nor is refused busy.
+        With a ``gate``, callers are who the gate says their connection authenticated as."""
         self.endpoint = endpoint
+        self.gate = gate
+        # Set once the socket is bound, with the endpoint it is bound to (a tcp port 0 made concrete).
+        self.ready = threading.Event()
+        self.bound: str | None = None
         self.key = key
         self.handler = handler
         self.workers = workers
@@ -117,7 +143,9 @@ class Broker:
         self.methods = methods
         self.max_queued = max_queued
         self.peer_max_inflight = peer_max_inflight
-        self.ctx: zmq.Context[Any] = zmq.Context.instance()
+        # A context of its own for a gated listener: a context has one ZAP endpoint, which would
+        # otherwise also judge the ipc socket's connections.
+        self.ctx: zmq.Context[Any] = zmq.Context() if gate is not None else zmq.Context.instance()
         self._stop = threading.Event()
         # Unbounded as a queue; the loop (its only producer) refuses past max_queued, so the
         # shutdown sentinels can always be put.
@@ -142,6 +170,7 @@ class Broker:
         """Serve until ``stop()``; raises (after cleaning up) if the loop or a worker fails."""
         path = Path(self.endpoint.removeprefix("ipc://")) if self.endpoint.startswith("ipc://") else None
         front = self.ctx.socket(zmq.ROUTER)
+        zap: zmq.Socket[bytes] | None = None
         threads: list[threading.Thread] = []
         wake_r = wake_w = -1
         try:
@@ -155,11 +184,16 @@ class Broker:
             front.setsockopt(zmq.ROUTER_MANDATORY, 1)
             front.setsockopt(zmq.MAXMSGSIZE, RPC_MAX_FRAME_BYTES)
             front.setsockopt(zmq.RCVHWM, RPC_RECV_HWM_MESSAGES)
+            if self.gate is not None:
+                zap = self.gate.bind_zap(self.ctx)
+                self.gate.secure(front)
             if path is not None:
                 path.unlink(missing_ok=True)
             front.bind(self.endpoint)
             if path is not None:
                 os.chmod(path, 0o600)
+            self.bound = front.last_endpoint.decode() if front.last_endpoint else self.endpoint
+            self.ready.set()
             for i in range(self.workers):
                 t = threading.Thread(target=self._work, name=f"query-{i}", daemon=True)
                 t.start()
@@ -167,6 +201,8 @@ class Broker:
             poller = zmq.Poller()
             poller.register(front, zmq.POLLIN)
             poller.register(wake_r, zmq.POLLIN)
+            if zap is not None:
+                poller.register(zap, zmq.POLLIN)
             while not self._stop.is_set():
                 events = dict(poller.poll(_BACKLOG_RETRY_MS if self._backlogged else _TICK_MS))
                 if self._worker_failure is not None:
@@ -180,10 +216,14 @@ class Broker:
                 self._send_done(front)
                 if self._backlogged:
                     self._retry_backlogs(front)
+                if zap is not None and zap in events:
+                    self.gate.answer(zap)  # type: ignore[union-attr]  # zap exists only with a gate
                 if front in events:
                     self._read(front)
         finally:
             self._shutdown(front, threads)
+            if zap is not None:
+                zap.close(0)
             with self._lock:
                 self._wake_w = -1
             for fd in (wake_r, wake_w):
@@ -191,6 +231,8 @@ class Broker:
                     os.close(fd)
             if path is not None and path.is_socket():
                 path.unlink(missing_ok=True)
+            if self.gate is not None:
+                self.ctx.term()
 
     def _shutdown(self, front: zmq.Socket[bytes], threads: list[threading.Thread]) -> None:
         # Requests still queued will not run: `busy` sends their clients back to try again (and
@@ -215,12 +257,25 @@ class Broker:
     def _read(self, front: zmq.Socket[bytes]) -> None:
         for _ in range(_READ_BATCH):
             try:
-                frames = front.recv_multipart(zmq.NOBLOCK)
+                if self.gate is None:
+                    self._accept(front, front.recv_multipart(zmq.NOBLOCK), LOCAL_CALLER)
+                    continue
+                parts = front.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            self._accept(front, frames)
+            # The ZAP handler named the connection's key as its user id at the handshake.
+            user = parts[-1].get("User-Id") if len(parts) > 1 else None
+            caller = self.gate.caller(user if isinstance(user, str) else None)
+            frames = [p.bytes for p in parts]
+            if caller is None:
+                if len(frames) >= 2:
+                    self._refuse(front, frames[0], peek_request_id(frames[1:]) or "?", AuthenticationError(
+                        "this client's key is not registered here (any more): it was revoked, or it was admitted "
+                        "only to pair. Pair again with a new code from `aivault pair` on the runtime"))
+                continue
+            self._accept(front, frames, caller)
 
-    def _accept(self, front: zmq.Socket[bytes], frames: list[bytes]) -> None:
+    def _accept(self, front: zmq.Socket[bytes], frames: list[bytes], caller: Caller) -> None:
         t0 = time.perf_counter()
         if len(frames) < 2:
             return  # ROUTER always prefixes the peer's identity: an empty message has no content to answer
@@ -233,8 +288,9 @@ class Broker:
         if self.methods is not None and req.method not in self.methods and req.method not in self.inline:
             self._refuse(front, ident, req.id, MethodNotFound(f"unknown method {clip(req.method)!r}"))
             return
-        if req.method in self.inline:
-            reply = self._reply(ident, req, t0, functools.partial(self.handler, req))
+        # Only the local host's probe is instant; one addressed to a remote host goes to a worker.
+        if req.method in self.inline and req.host in (None, "local"):
+            reply = self._reply(ident, req, t0, functools.partial(self.handler, req, caller))
             if reply is not None:
                 self._send(front, ident, reply)
             return
@@ -255,7 +311,7 @@ class Broker:
         if peer is None:
             peer = self._peers[ident] = _Peer()
         peer.inflight += 1
-        self._jobs.put(_Job(ident, req, t0))
+        self._jobs.put(_Job(ident, req, t0, caller))
 
     def _refuse(self, front: zmq.Socket[bytes], ident: bytes, rid: str, exc: AivaultError) -> None:
         ok, suppressed = self._refusals.allow()
@@ -367,7 +423,7 @@ class Broker:
             while (job := self._jobs.get()) is not None:
                 with self._lock:
                     self._queued -= 1
-                reply = self._reply(job.ident, job.req, job.t0, functools.partial(self.handler, job.req))
+                reply = self._reply(job.ident, job.req, job.t0, functools.partial(self.handler, job.req, job.caller))
                 if reply is not None:
                     self._post(job.ident, reply)
         except BaseException as exc:  # _reply catches Exception: this is SystemExit and the like

@@ -17,12 +17,14 @@ from aivault import log
 from aivault.cli.agent import add_parser as add_agent_parser
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
 from aivault.cli.doctor import cmd_doctor
+from aivault.cli.hosts import add_parsers as add_host_parsers
+from aivault.cli.hosts import local_only
 from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
 from aivault.cli.mcp import add_parser as add_mcp_parser
 from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
 from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
 from aivault.cli.web import add_parser as add_web_parser
-from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
+from aivault.errors import AivaultError, HostUnavailable, InvalidParams, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import AGENT_NAMES, RPC_METHODS
 
@@ -51,8 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-default-roots", action="store_true",
                        help="only the --root folders, not the agents' default locations")
 
+    def host(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--host", help="execution host: local (default), ssh:<target>, runtime:<environmentId>")
+
+    def control(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--host", dest="control_host", help=argparse.SUPPRESS)  # refused: see cli/hosts.py
+
     p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
     roots(p)
+    p.add_argument("--listen", metavar="tcp://ADDR:PORT",
+                   help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("index", help="index until current, then exit")
     roots(p)
@@ -72,9 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
     p.add_argument("--debug", action="store_true", help="include the planner's report")
     p.add_argument("--json", action="store_true", help="print the contract's result object")
+    host(p)
     p.set_defaults(fn=cmd_search)
     p = sub.add_parser("status", help="indexing status")
     p.add_argument("--json", action="store_true")
+    host(p)
     p.set_defaults(fn=cmd_status)
     p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
     roots(p)
@@ -87,19 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_rpc)
     p = sub.add_parser("enable", help="consent to indexing agent sessions")
     p.add_argument("--history-days", type=_positive)
+    control(p)
     p.set_defaults(fn=cmd_enable)
     p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
     roots(p)
     p.add_argument("--json", action="store_true")
+    control(p)
     p.set_defaults(fn=cmd_clear)
     p = sub.add_parser("disable", help="stop indexing; keep the index copy")
+    control(p)
     p.set_defaults(fn=cmd_disable)
     p = sub.add_parser("policy", help="show or change retention")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--history-days", type=_positive)
     g.add_argument("--forever", action="store_true")
     p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
+    p.add_argument("--relay", choices=("on", "off"),
+                   help="whether `aivault relay` answers ssh clients on this machine (default off)")
+    control(p)
     p.set_defaults(fn=cmd_policy)
+    add_host_parsers(sub)
     # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
     add_mcp_parser(sub)
     add_web_parser(sub)
@@ -124,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread() and args.fn is not cmd_serve:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
+        local_only(args)
         code: int = args.fn(args, home)
         sys.stdout.flush()
         return code
@@ -140,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidParams as exc:
         print(f"aivault: invalid request: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except NeedsDaemon as exc:
+    except (NeedsDaemon, HostUnavailable) as exc:
         print(f"aivault: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except AivaultError as exc:

@@ -37,17 +37,20 @@ def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
 
 
 def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semantic: bool = True,
-                bulk: bool = False) -> Any:
+                bulk: bool = False, listen: str | None = None) -> Any:
     from aivault.broker.daemon import Daemon
 
     _roots(home, args)
     return Daemon(home, extra_roots=list(args.root or []), default_roots=not args.no_default_roots,
-                  schedule=schedule, semantic=semantic, bulk=bulk)
+                  schedule=schedule, semantic=semantic, bulk=bulk, listen=listen)
 
 
 def cmd_serve(args: argparse.Namespace, home: Home) -> int:
     log.configure("info", process="daemon")
-    daemon = _run_daemon(home, args, schedule=True)
+    listen = getattr(args, "listen", None)
+    if listen is not None and not listen.startswith("tcp://"):
+        raise CliError(f"--listen takes tcp://ADDRESS:PORT, not {listen!r}", EXIT_USAGE)
+    daemon = _run_daemon(home, args, schedule=True, listen=listen)
     # The handler only flips a flag: it runs on the main thread between bytecodes, and touching
     # a threading primitive the main thread may be holding (Event.wait's lock) would deadlock.
     stopping: list[int] = []

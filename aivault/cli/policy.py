@@ -29,6 +29,9 @@ def cmd_disable(args: argparse.Namespace, home: Home) -> int:
 def cmd_policy(args: argparse.Namespace, home: Home) -> int:
     pol = policy_mod.load(home)
     changed = args.forever or args.history_days is not None
+    relay = getattr(args, "relay", None)
+    if relay is not None:
+        policy_mod.set_relay(home, relay == "on")
     if args.forever:
         pol = policy_mod.Policy(pol.enabled, None)
         policy_mod.save(home, pol)
@@ -41,6 +44,9 @@ def cmd_policy(args: argparse.Namespace, home: Home) -> int:
     keep = "all history" if pol.history_days is None else f"the last {pol.history_days} days"
     state = "enabled" if pol.enabled else "disabled (`aivault enable` turns it on)"
     print(f"session search {state} for {home.path}; keeping {keep}")
+    relay_on = policy_mod.relay_allowed(home)
+    print("ssh relay: " + ("on: `aivault relay --stdio` answers clients reaching this machine over ssh" if relay_on
+                           else "off (`aivault policy --relay on` lets clients search this machine over ssh)"))
     if changed and pol.enabled:
         print("a running daemon applies this now; otherwise the next `aivault index` does")
     return EXIT_OK

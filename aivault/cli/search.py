@@ -1,4 +1,8 @@
-"""``aivault search``, ``status`` and ``rpc``: asking the index, through a daemon or directly."""
+"""``aivault search``, ``status`` and ``rpc``: asking the index, through a daemon or directly.
+
+``--host`` addresses one execution host (docs/contract.md §6): ``local`` (the default), ``ssh:<target>`` or
+``runtime:<environmentId>``; the daemon routes it, or this process when no daemon runs.
+"""
 
 from __future__ import annotations
 
@@ -59,8 +63,12 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
         request["debug"] = True
     if not args.json:
         _limit_note(args.limit)
+    host = _host(args)
     conn = Connection(home)
-    result = conn.search(request)
+    try:
+        result = conn.search(request, host)
+    finally:
+        conn.close()
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return EXIT_OK
@@ -71,13 +79,32 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
             print_debug(result.get("debug") or {})
         return EXIT_OK
     if kind == "unavailable":
-        raise CliError(_unavailable_message(result.get("reason"), home, conn.index_missing), EXIT_UNAVAILABLE)
+        message = _remote_unavailable(result.get("reason"), host) if host else \
+            _unavailable_message(result.get("reason"), home, conn.index_missing)
+        raise CliError(message, EXIT_UNAVAILABLE)
     if kind == "stale-cursor":
         if args.cursor:
             raise CliError("the index changed since that cursor was made: search again without --cursor")
         raise CliError("the index kept changing while the page was assembled (it is being written right now): "
                        "try again in a moment")
     raise CliError("that cursor is not valid for this search: search again without --cursor")
+
+
+def _host(args: argparse.Namespace) -> str | None:
+    """The remote host asked for, or None for this machine (``local`` is the same as no --host)."""
+    host = getattr(args, "host", None)
+    return None if host in (None, "local") else str(host)
+
+
+def _remote_unavailable(reason: Any, host: str) -> str:
+    if reason == "disabled":
+        return f"session search is disabled on {host}: its owner turns it on there with `aivault enable`"
+    if reason == "not-ready":
+        return f"{host} has no index yet, or is still building it: its owner runs `aivault index` there"
+    if host.startswith("ssh:"):
+        return (f"{host} has no search service for ssh clients: its owner allows it there with "
+                "`aivault policy --relay on` (or its aivault is too old to answer)")
+    return f"{host} has no search service (its aivault may be too old to answer)"
 
 
 def _unavailable_message(reason: Any, home: Home, index_missing: bool = False) -> str:
@@ -93,7 +120,23 @@ def _unavailable_message(reason: Any, home: Home, index_missing: bool = False) -
 
 
 def cmd_status(args: argparse.Namespace, home: Home) -> int:
+    host = _host(args)
     conn = Connection(home)
+    try:
+        if host is not None:
+            status = conn.status(host)
+            if args.json:
+                print(json.dumps(status))
+                return EXIT_OK
+            kind = "ssh relay" if host.startswith("ssh:") else "paired runtime"
+            print_status(status, None, f"{host} · {kind} · via {conn.mode} mode")
+            return EXIT_OK
+        return _local_status(args, home, conn)
+    finally:
+        conn.close()
+
+
+def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int:
     status = conn.status()
     if args.json:
         print(json.dumps(status))
@@ -112,13 +155,9 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
     except ValueError as exc:
         raise CliError(f"PARAMS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
     conn = Connection(home)
-    if args.host and conn.rpc is not None:
-        value = conn.rpc.call(args.method, params, host=args.host)
-    elif args.host and args.host != "local":
-        from aivault.broker.hosts import parse_host, remote_unavailable
-
-        raise remote_unavailable(parse_host(args.host))
-    else:
-        value = conn.call(args.method, params)
+    try:
+        value = conn.call(args.method, params, _host(args))
+    finally:
+        conn.close()
     print(json.dumps(value, ensure_ascii=False))
     return EXIT_OK
