@@ -147,8 +147,8 @@ def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
     session = {"agent": m[1], "sessionId": m[2], "title": m[3], "cwd": m[4], "branch": m[5], "updatedAt": m[6],
                "messageCount": int(m[7]), "resumeCommand": m[8], "source": "present" if m[9] else "unverifiable"}
     anchor = _anchor(cur, sess, scope, req)
-    base: dict[str, Any] = {"session": session, "messages": [], "anchor": anchor, "total": len(positions), "before": None,
-            "after": None, "generation": int(gen[0]) if gen else 0}
+    base: dict[str, Any] = {"session": session, "messages": [], "anchor": anchor, "total": len(positions),
+                            "before": None, "after": None, "generation": int(gen[0]) if gen else 0}
     if not positions:
         return base
     page = _window(positions, req, anchor)
