@@ -298,12 +298,12 @@ class PassDone(TypedDict):
     failed: list[dict[str, str]]  # [{path, reason}]
     problems: list[dict[str, str]]  # [{root, reason}]
     roots: list[dict[str, Any]]  # full passes, first shard: [{root, agent, units, shaped, expects}]
+    watch: dict[str, Any]  # the file watcher: {mode: events|polling, watched, polled: [{root, reason}], reason?}
 
 
 class Ping(TypedDict):
     pass
 
-    watch: dict[str, Any]  # the file watcher: {mode: events|polling, watched, polled: [{root, reason}], reason?}
 
 class Stop(TypedDict, total=False):
     reason: str

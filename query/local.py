@@ -342,8 +342,8 @@ class LocalService:
             "identity": m.identity,
             "writeError": ix.obs.write_error or self.outage,
             "scannerPeakRssKb": ix.scanner_peak_rss_kb,
+            "watch": [slot.watch for slot in ix.slots if slot.watch],
             "lastBatchMs": round(ix.last_batch_ms, 2),
             "historyDays": self.policy.history_days,
             **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }
-            "watch": [slot.watch for slot in ix.slots if slot.watch],
