@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aivault.broker.asker import Asker
+from aivault.broker.exposure import Transport, redact_for_transport, redact_status
 from aivault.errors import AivaultError, IndexingDisabled, NeedsDaemon
 from aivault.mcp.args import Arg, Parsed, input_schema, parse_args
 from aivault.protocol import AGENT_NAMES, METHOD_READ, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
@@ -189,7 +190,7 @@ class Tools:
         limit = int(a["limit"])
         for _ in range(4):
             result = self._search_once(asker, {**request, "limit": limit})
-            hits = [h for h in result["hits"] if not (live and h.get("sessionId") == live)]
+            hits = [_received(asker, h) for h in result["hits"] if not (live and h.get("sessionId") == live)]
             left_out = len(result["hits"]) - len(hits)
             extra = self._catching_up(asker, a.get("host"))
             text, shown = self._fit_hits(a["query"], hits, result, left_out, live, extra, args.notes, budget)
@@ -338,6 +339,8 @@ class Tools:
         host = args.values.get("host")
         asker = self.asker_for(host)
         st: dict[str, Any] = asker.call(METHOD_STATUS, {})
+        if not asker.is_local:
+            st = redact_status(st, _transport(asker))
         refresh = None
         if args.values.get("refresh"):
             refresh = self._start_refresh(asker, host, st)
@@ -391,6 +394,15 @@ class Tools:
 
         threading.Thread(target=run, name="mcp-refresh", daemon=True).start()
         return "started"
+
+
+def _transport(asker: Asker) -> Transport:
+    return "relay" if (asker.host or "").startswith("ssh:") else "paired"
+
+
+def _received(asker: Asker, hit: dict[str, Any]) -> dict[str, Any]:
+    """A remote host's hit as its transport may show it (docs/contract.md §6.2: receivers apply it again)."""
+    return hit if asker.is_local else redact_for_transport(hit, _transport(asker))
 
 
 def _summary(st: dict[str, Any]) -> str:
