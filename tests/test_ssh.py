@@ -1,0 +1,261 @@
+"""Searching another machine over a REAL ssh (docs/protocol.md §5.1): an OpenSSH sshd on 127.0.0.1 with
+throw-away host and user keys, the remote side a second data directory and HOME on this machine, and
+the client reaching it with the ssh command line configured as a user would ($AIVAULT_SSH_COMMAND or
+config.json's ``ssh.command``). Skipped, with the reason, when sshd or ssh is missing or sshd cannot
+start (``./dev test`` installs Debian's openssh-server when it has the rights).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from aivault.home import Home, write_private
+from aivault.protocol import ERR_NOT_PERMITTED, METHOD_CLEAR, METHOD_RECONCILE, METHOD_SEARCH, STATUS_SENTINEL
+from tests.builders import ClaudeWriter
+from tests.conftest import DaemonProcess, cli_env, run_cli, wait_until
+from tests.remotes import RelayProcess, Remote, host_timeouts, make_client, make_remote
+
+SSHD = "/usr/sbin/sshd"
+UNVERIFIED = "Source root could not be verified."
+
+
+@dataclass(frozen=True)
+class Sshd:
+    port: int
+    key: Path  # the user's private key
+    known_hosts: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def target(self) -> str:
+        return f"{getpass.getuser()}@127.0.0.1"
+
+    @property
+    def host_id(self) -> str:
+        return f"ssh:{self.target}"
+
+    def ssh_words(self) -> list[str]:
+        """The ssh command line a user would configure for this machine (no ~/.ssh/config involved)."""
+        return ["ssh", "-F", "/dev/null", "-T", "-p", str(self.port), "-i", str(self.key),
+                "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=no",
+                "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A real sshd on 127.0.0.1 for the current user, with keys made for this test run only."""
+    for tool in (SSHD, "ssh", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed: `./dev test` installs Debian's openssh-server and openssh-client "
+                        "when it has the rights")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_bytes((d / "user_key.pub").read_bytes())
+    os.chmod(d / "authorized_keys", 0o600)
+    port = _free_port()
+    config = d / "sshd_config"
+    config.write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host_key'}", f"PidFile {d / 'sshd.pid'}",
+        f"AuthorizedKeysFile {d / 'authorized_keys'}", "StrictModes no", "UsePAM no",
+        # Key login only; the tests may run as root, whom Debian's default admits by key alone anyway.
+        "PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "PubkeyAuthentication yes", "AllowTcpForwarding no", "X11Forwarding no", "PrintMotd no", "LogLevel ERROR",
+    ]) + "\n")
+    check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
+    if check.returncode != 0:
+        pytest.skip(f"sshd refuses the test configuration: {check.stderr.strip()}")
+    log = d / "sshd.log"
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
+                            stderr=log.open("wb"), start_new_session=True)
+    try:
+        def listening() -> bool:
+            if proc.poll() is not None:
+                return True
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, timeout=10)
+        if proc.poll() is not None:
+            pytest.skip(f"sshd could not start (exit status {proc.returncode}): {log.read_text().strip()[-500:]}")
+        server = Sshd(port, d / "user_key", d / "known_hosts", proc)
+        probe = subprocess.run([*server.ssh_words(), "--", server.target, "echo ok"], capture_output=True,
+                               text=True, timeout=30)
+        if probe.stdout.strip() != "ok":
+            pytest.skip(f"cannot log in to the test sshd as {server.target}: {probe.stderr.strip()[-500:]} "
+                        f"{log.read_text().strip()[-500:]}")
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Remote:
+    """The dev box's side: an indexed data directory and HOME of its own, relay search allowed."""
+    return make_remote(tmp_path_factory.mktemp("devbox"))
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Home:
+    home = make_client(tmp_path)
+    host_timeouts(home, connectTimeoutS=15, requestTimeoutS=20)
+    return home
+
+
+def ssh_env(client: Home, sshd: Sshd, **extra: str) -> dict[str, str]:
+    """The client's environment with the ssh command line in $AIVAULT_SSH_COMMAND."""
+    return cli_env(client.path, AIVAULT_SSH_COMMAND=shlex.join(sshd.ssh_words()), **extra)
+
+
+def add_host(client: Home, sshd: Sshd, remote: Remote) -> None:
+    run_cli(client.path, "hosts", "add", sshd.host_id, "--relay-command", remote.command(), check=True)
+
+
+def test_search_over_ssh(sshd: Sshd, remote: Remote, client: Home) -> None:
+    """search --host ssh: over a real sshd returns the remote's sessions stamped with the host; status is redacted."""
+    add_host(client, sshd, remote)
+    env = ssh_env(client, sshd)
+    result = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
+                                check=True).stdout)
+    assert result["kind"] == "results"
+    assert sorted(h["cwd"] for h in result["hits"]) == [f"/srv/remote/p{i}" for i in range(3)]
+    assert {h["executionHostId"] for h in result["hits"]} == {sshd.host_id}
+    human = run_cli(client.path, "search", "--host", sshd.host_id, "burrow", env=env, check=True).stdout
+    assert human.count(f"claude @ {sshd.host_id}") == 3
+    status = json.loads(run_cli(client.path, "status", "--host", sshd.host_id, "--json", env=env, check=True).stdout)
+    assert status["filesIndexed"] == 3 and len(status["degradedRoots"]) >= 1
+    assert {r["reason"] for r in status["degradedRoots"]} == {UNVERIFIED}
+    assert str(remote.home.path) not in json.dumps(status)
+    listing = run_cli(client.path, "hosts", "--check", env=env, check=True).stdout
+    assert f"{sshd.host_id} · connected · protocol 1" in listing
+
+
+def test_config_ssh_command_and_wait_until_current(sshd: Sshd, tmp_path: Path, client: Home) -> None:
+    """config.json's ssh.command/relayCommand reach the host; wait-until-current is honoured on the remote."""
+    box = make_remote(tmp_path / "box", sessions=1)
+    cfg = json.loads(client.config_path.read_text())
+    cfg["ssh"] = {"command": sshd.ssh_words(), "relayCommand": box.command()}
+    write_private(client.config_path, json.dumps(cfg).encode())
+    run_cli(client.path, "hosts", "add", sshd.host_id, check=True)
+    ClaudeWriter(box.claude, cwd="/srv/remote/late").user("a wombat written after the index was built")
+    now = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "wombat", "--json", check=True).stdout)
+    assert now["kind"] == "results" and now["hits"] == []
+    fresh = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "wombat", "--fresh", "--json",
+                               check=True).stdout)
+    assert [h["cwd"] for h in fresh["hits"]] == ["/srv/remote/late"]
+    assert fresh["hits"][0]["executionHostId"] == sshd.host_id
+
+
+def test_relay_refuses_until_the_owner_allows_it(sshd: Sshd, tmp_path: Path, client: Home) -> None:
+    """Before `aivault policy --relay on` on the remote: no-service and the status sentinel; after it, results."""
+    box = make_remote(tmp_path / "box", sessions=2, relay=False)
+    add_host(client, sshd, box)
+    env = ssh_env(client, sshd)
+    refused = run_cli(client.path, "search", "--host", sshd.host_id, "quokka", env=env)
+    assert refused.returncode == 3
+    assert "has no search service for ssh clients: its owner allows it there with `aivault policy --relay on`" \
+        in refused.stderr
+    no_service = run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env, check=True)
+    assert json.loads(no_service.stdout) == {"kind": "unavailable", "reason": "no-service"}
+    status = run_cli(client.path, "status", "--host", sshd.host_id, "--json", env=env, check=True)
+    assert json.loads(status.stdout) == STATUS_SENTINEL
+    # Consent on the client grants nothing there: only the remote's owner can turn it on.
+    assert run_cli(client.path, "policy", "--relay", "on", "--host", sshd.host_id).returncode != 0
+    box.cli("policy", "--relay", "on")
+    allowed = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
+                                 check=True).stdout)
+    assert len(allowed["hits"]) == 2
+
+
+def test_local_control_is_refused_for_relay_clients(sshd: Sshd, remote: Remote, client: Home) -> None:
+    """Over ssh, clear and indexing are not-permitted by the relay itself; the consent/retention CLIs refuse --host."""
+    relay = RelayProcess(remote, [*sshd.ssh_words(), "--", sshd.target, remote.command()])
+    try:
+        for method in (METHOD_CLEAR, METHOD_RECONCILE):
+            rep = relay.call(method, {})
+            assert not rep.ok and rep.value["code"] == ERR_NOT_PERMITTED and rep.value["name"] == "not-permitted"
+        assert relay.call(METHOD_SEARCH, {"query": "quokka"}).value["kind"] == "results"
+    finally:
+        assert relay.close() == 0
+    add_host(client, sshd, remote)
+    env = ssh_env(client, sshd)
+    for args in (["clear"], ["disable"], ["enable"], ["policy", "--history-days", "30"], ["policy", "--forever"],
+                 ["policy", "--relay", "off"]):
+        proc = run_cli(client.path, *args, "--host", sshd.host_id, env=env)
+        assert proc.returncode == 2 and "run this command on" in proc.stderr, (args, proc.stderr)
+    rpc = run_cli(client.path, "rpc", METHOD_CLEAR, "{}", "--host", sshd.host_id, env=env)
+    assert rpc.returncode != 0 and "local control" in rpc.stderr, rpc.stderr
+    # The remote's index and policy are as they were.
+    after = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
+                               check=True).stdout)
+    assert len(after["hits"]) == 3
+
+
+def test_cursors_do_not_cross_hosts(sshd: Sshd, remote: Remote, client: Home, tmp_path: Path) -> None:
+    """A cursor from ssh: pages there, is malformed-cursor locally, and a local cursor is malformed-cursor there."""
+    add_host(client, sshd, remote)
+    env = ssh_env(client, sshd)
+    for i in range(2):
+        ClaudeWriter(tmp_path / "mine", cwd=f"/home/me/p{i}").user(f"my own quokka number{i}")
+    run_cli(client.path, "index", "--no-default-roots", "--root", f"claude={tmp_path / 'mine'}", check=True)
+
+    def search(*args: str) -> dict[str, object]:
+        out = run_cli(client.path, "search", "quokka", "--limit", "1", "--json", *args, env=env, check=True)
+        value: dict[str, object] = json.loads(out.stdout)
+        return value
+
+    there = search("--host", sshd.host_id)
+    here = search()
+    there_cursor = there["page"]["cursor"]  # type: ignore[index]
+    here_cursor = here["page"]["cursor"]  # type: ignore[index]
+    assert isinstance(there_cursor, str) and isinstance(here_cursor, str)
+    assert search("--host", sshd.host_id, "--cursor", there_cursor)["kind"] == "results"
+    assert search("--cursor", there_cursor) == {"kind": "malformed-cursor"}
+    assert search("--host", sshd.host_id, "--cursor", here_cursor) == {"kind": "malformed-cursor"}
+
+
+def test_daemon_keeps_the_ssh_connection_and_lists_it(sshd: Sshd, remote: Remote, tmp_path: Path) -> None:
+    """The client's daemon opens the ssh link on first use, lists it as connected, idle-closes it and re-opens it."""
+    client = make_client(tmp_path)
+    host_timeouts(client, connectTimeoutS=15, requestTimeoutS=20, idleTimeoutS=1)
+    add_host(client, sshd, remote)
+    daemon = DaemonProcess(client, {}, extra_env={"AIVAULT_SSH_COMMAND": shlex.join(sshd.ssh_words())})
+    try:
+        def row() -> dict[str, object]:
+            listing = json.loads(run_cli(client.path, "hosts", "--json", check=True).stdout)
+            hosts: list[dict[str, object]] = listing["hosts"]
+            return next(h for h in hosts if h["id"] == sshd.host_id)
+
+        assert row()["state"] == "closed"  # opened on first use, not before
+        result = daemon.call(METHOD_SEARCH, {"query": "quokka"}, host=sshd.host_id)
+        assert {h["executionHostId"] for h in result["hits"]} == {sshd.host_id}
+        first = row()
+        assert first["protocol"] == 1 and first["lastError"] is None and first["lastSeenAt"]
+        assert wait_until(lambda: row()["state"] == "closed", timeout=20, interval=0.5)  # idle timeout: 1 s
+        again = daemon.call(METHOD_SEARCH, {"query": "burrow"}, host=sshd.host_id)
+        assert len(again["hits"]) == 3
+    finally:
+        daemon.stop()
