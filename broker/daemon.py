@@ -97,9 +97,11 @@ class Daemon:
         self._listen_error: BaseException | None = None
         if listen is not None:
             self.gate = CurveGate(home)
+            # Every method the daemon knows reaches the handler, so that a paired client asking for local
+            # control hears not-permitted (broker/access.py), not method-not-found.
             self.listener = Broker(listen, REMOTE_FRAME_KEY, self._handle_paired, workers=2,
                                    inline=frozenset({METHOD_PING}),
-                                   methods=REMOTE_CLIENT_METHODS | frozenset(PAIRING_METHODS), gate=self.gate)
+                                   methods=DAEMON_METHODS | frozenset(PAIRING_METHODS), gate=self.gate)
 
     # --- RPC dispatch -------------------------------------------------------------------------
     def handle(self, req: RpcRequest, caller: Caller = LOCAL_CALLER) -> Any:

@@ -329,8 +329,10 @@ class Link:
             self._failures += 1
             self._retry_at = time.monotonic() + min(HOST_BACKOFF_S * 2 ** (self._failures - 1), HOST_BACKOFF_MAX_S)
         self.last_error = str(error)
-        _log.warning("host connection failed" if not was_open else "host connection lost", host=self.host_id,
-                     error=self.last_error, failures=self._failures)
+        # info, not warning: the request that failed carries the same sentence to its caller, and a CLI
+        # (whose default level is warning) must print it once, as a sentence, not also as a log record.
+        _log.info("host connection failed" if not was_open else "host connection lost", host=self.host_id,
+                  error=self.last_error, failures=self._failures)
         if isinstance(error, HostUnavailable) and self._sent and was_open:
             error = HostUnavailable(f"the connection to {self.host_id} was lost mid-request: {self.last_error}")
         elif isinstance(error, HostUnavailable):

@@ -193,6 +193,7 @@ def test_host_ids_and_unknown_hosts(remote: Remote, client: Home, conns: HostCon
     proc = run_cli(client.path, "search", "--host", "ssh:unreachable", "quokka")
     assert proc.returncode == 3 and "ssh could not connect or log in (exit status 255): ssh: Could not resolve " \
         "hostname nowhere" in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("aivault: ") and proc.stderr.count("\n") == 1  # a sentence, no log records
     with pytest.raises(HostUnavailable, match="Could not resolve hostname"):
         search(conns, Host("ssh:unreachable"))
 
