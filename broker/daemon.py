@@ -170,7 +170,7 @@ class Daemon:
         if not self.service.policy.enabled:
             raise IndexingDisabled("indexing is disabled for this data directory: run `aivault enable` first")
         # The future itself: the broker answers when it resolves, without a worker waiting on a scan.
-        return self.service.indexer.reconcile(bool(params.get("full", False)))
+        return self.service.reconcile(bool(params.get("full", False)))
 
     # --- life cycle -----------------------------------------------------------------------------
     def start(self) -> None:

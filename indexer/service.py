@@ -192,6 +192,14 @@ class IndexerService:
     def files_indexed(self) -> int:
         return sum(1 for f in self.writer.files.values() if f.present)
 
+    def quiet(self) -> bool:
+        """Idle after its merges: the idle compaction has run and nothing is merging, scanning, asked
+        or waiting in the mailbox (read from another thread: a reclaim, query/local.py, asks it
+        before stopping this indexer, and a request that races it is handed to the next one)."""
+        return (self._idle_compacted and not self.writer.segments.merging and self.merges.mode is None
+                and not self.passes.pending and self._requests.empty()
+                and not any(slot.progress.running for slot in self.slots))
+
     # --- the loop -------------------------------------------------------------------------------
     def _run(self) -> None:
         ctx: zmq.Context[Any] = zmq.Context.instance()

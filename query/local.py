@@ -13,9 +13,11 @@ Searches hold the shared side of a lock whose exclusive side these transitions t
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import threading
 import time
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,12 @@ import duckdb
 
 from aivault import config, log
 from aivault import policy as policy_mod
-from aivault.errors import AivaultError, IndexLocked, PolicyInvalid
+from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid
 from aivault.home import Home
+from aivault.indexer import reclaim as reclaim_mod
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.service import IndexerService
-from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, open_writer, read_meta
+from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, now_ms, open_writer, read_meta
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
 from aivault.query.service import degraded_roots, index_counts, root_report, silent_roots, wait_for_reconcile
@@ -92,6 +95,13 @@ class LocalService:
         self._next_reopen = 0.0
         self._health: threading.Thread | None = None
         self._health_stop = threading.Event()
+        # A reclaim (indexer/reclaim.py) stops the indexer while it copies the index: searches are
+        # answered from the old file meanwhile, and reconcile requests wait for the next indexer.
+        self._reclaiming = False
+        self._reclaim_gate = threading.Lock()
+        self._deferred: list[tuple[bool, Future[dict[str, Any]]]] = []
+        self._reclaim_checked: tuple[object, ...] | None = None
+        self.last_reclaim: dict[str, Any] | None = None
         try:
             self.indexer = self._new_indexer(meta)
         except UNREADABLE as exc:
@@ -139,6 +149,10 @@ class LocalService:
                 self.check_health()
             except Exception:
                 _log.exception("index health check failed")
+            try:
+                self.maybe_reclaim()
+            except Exception:
+                _log.exception("reclaiming the index's free space failed")
 
     def check_health(self) -> None:
         """Reopen a database that DuckDB invalidated after a failed write (a full disk), and resume.
@@ -183,6 +197,155 @@ class LocalService:
             if self.policy.enabled:
                 self.indexer.start()
         _log.info("index reopened after a write failure", outage=self.outage)
+
+    # --- giving freed blocks back (indexer/reclaim.py) ------------------------------------------------
+    def reconcile(self, full: bool) -> Future[dict[str, Any]]:
+        """A scan pass (aiVault.reconcile); one asked while a reclaim runs goes to the indexer after it."""
+        with self._reclaim_gate:
+            if not self._reclaiming:
+                return self.indexer.reconcile(full)
+            fut: Future[dict[str, Any]] = Future()
+            self._deferred.append((full, fut))
+            return fut
+
+    def maybe_reclaim(self) -> dict[str, Any] | None:
+        """After the daemon's merges (its indexer idle), reclaim if the free blocks are worth it.
+
+        Looked at once per state of the index (generation and segment set), so a reclaim refused
+        or not due is not retried until something has changed.
+        """
+        ix = self.indexer
+        if self.read_only or self.outage is not None or not self.policy.enabled or not ix.started or ix.closed:
+            return None
+        if not ix.quiet():
+            return None
+        state = (ix.identity, ix.generation, tuple(s.name for s in ix.writer.segments.segments))
+        if state == self._reclaim_checked:
+            return None
+        self._reclaim_checked = state
+        return self.reclaim()
+
+    def reclaim(self, *, restart: bool = True) -> dict[str, Any] | None:
+        """Copy the index into a fresh file and rename it over the old one when the file is over
+        RECLAIM_RATIO times its used data; None when it is not. Returns what was done (kept as
+        ``last_reclaim`` for indexStats).
+
+        The indexer is stopped for the copy (nothing may be written that the copy would miss) and
+        searches go on from the old file; only the close-rename-reopen holds searches back, briefly.
+        ``restart``: start a new indexer afterwards if one ran (a one-shot index passes False).
+        """
+        db = self.home.db_path
+        with self._transition:
+            ix = self.indexer
+            if self.read_only or ix.write_failure is not None:
+                return None
+            with self.lifecycle.shared():
+                # Blocks a commit freed (a dropped segment) count as free only once checkpointed.
+                # On the connection itself: after a merge, one from a cursor is refused ("other
+                # write transactions are active"; DuckDB 1.5.5) while this one goes through.
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute("CHECKPOINT")
+                cur = self.con.cursor()
+                try:
+                    before = reclaim_mod.usage(cur, db)
+                finally:
+                    cur.close()
+            if not before.due():
+                return None
+            record: dict[str, Any] = {"at": now_ms(), "done": False, "before": before.as_dict()}
+            problem = reclaim_mod.disk_problem(db, before.used_bytes)
+            if problem is not None:
+                _log.warning("reclaim refused: the index keeps its free blocks", reason=problem, **before.as_dict())
+                self.last_reclaim = {**record, "reason": problem}
+                return self.last_reclaim
+            t0 = time.monotonic()
+            with self._reclaim_gate:
+                self._reclaiming = True
+            running = ix.started and not ix.closed
+            try:
+                ix.stop()
+                t_copy = time.monotonic()
+                try:
+                    with self.lifecycle.shared():
+                        cur = self.con.cursor()
+                        try:
+                            tmp = reclaim_mod.copy(cur, db)
+                        finally:
+                            cur.close()
+                except (reclaim_mod.ReclaimFailed, OSError) as exc:
+                    _log.error("reclaim failed: the index is as it was", reason=str(exc))
+                    self.last_reclaim = {**record, "reason": str(exc)}
+                    self._follow(ix, read_meta(self.con))
+                    return self.last_reclaim
+                copy_s = time.monotonic() - t_copy
+                t_swap = time.monotonic()
+                with self.lifecycle.exclusive():
+                    self.engine.close()
+                    self.con.close()
+                    reason = None
+                    try:
+                        reclaim_mod.swap(tmp, db)
+                    except reclaim_mod.ReclaimFailed as exc:
+                        reason = str(exc)
+                    self._reopen_after_reclaim(ix)
+                swap_s = time.monotonic() - t_swap
+            finally:
+                self._end_reclaim(restart and running)
+            if reason is not None:
+                _log.error("reclaim failed: the index is as it was", reason=reason)
+                self.last_reclaim = {**record, "reason": reason}
+                return self.last_reclaim
+            with self.lifecycle.shared():
+                cur = self.con.cursor()
+                try:
+                    after = reclaim_mod.usage(cur, db)
+                finally:
+                    cur.close()
+            self.last_reclaim = {**record, "done": True, "after": after.as_dict(),
+                                 "seconds": round(time.monotonic() - t0, 3), "copySeconds": round(copy_s, 3),
+                                 "swapSeconds": round(swap_s, 3)}
+        _log.info("reclaimed the index's free blocks", before=before.file_bytes, after=after.file_bytes,
+                  used=before.used_bytes, seconds=self.last_reclaim["seconds"], generation=self.indexer.generation)
+        return self.last_reclaim
+
+    def _follow(self, old: IndexerService, meta: Meta) -> None:
+        """A new indexer over the current connection, carrying on from ``old`` (what status shows)."""
+        self.indexer = self._new_indexer(meta)
+        self.indexer.obs = old.obs
+        self.engine.close()
+        self.engine = self._new_engine()
+
+    def _reopen_after_reclaim(self, old: IndexerService) -> None:
+        """Open the index again after the swap (the new file, or the old one if the swap was refused)."""
+        try:
+            self.con, meta = open_writer(self.home)
+        except (AivaultError, duckdb.Error) as exc:
+            # As after a failed write (check_health retries): searched read-only meanwhile.
+            _log.error("the index cannot be opened for writing after a reclaim; searching it read-only",
+                       error=str(exc))
+            self.outage = f"the index could not be opened for writing after a reclaim: {exc}"
+            self.con = connect(self.home.db_path, read_only=True)
+            self.engine = Engine(self.con, self.home.key())
+            self.read_only = True
+            return
+        self.indexer = self._new_indexer(meta)
+        self.indexer.obs = old.obs
+        self.engine = self._new_engine()
+
+    def _end_reclaim(self, start: bool) -> None:
+        """Start the next indexer (if one ran) and hand it the reconcile requests that waited."""
+        ix = self.indexer
+        if start and self.policy.enabled and not self.read_only and not ix.started:
+            ix.start()
+        with self._reclaim_gate:
+            self._reclaiming = False
+            deferred, self._deferred = self._deferred, []
+        for full, fut in deferred:
+            if ix.started and not ix.closed:
+                ix.reconcile(full).add_done_callback(functools.partial(_settle, fut))
+            else:
+                with contextlib.suppress(InvalidStateError):
+                    fut.set_exception(IndexerClosed("the indexer stopped while the index was being compacted"))
 
     def apply_policy(self) -> bool:
         """Follow a changed policy file; returns True when the service changed state."""
@@ -254,6 +417,12 @@ class LocalService:
         if self.read_only:
             with self.lifecycle.shared():
                 return self.engine.search(req)
+        if self._reclaiming:
+            # The indexer is stopped for a reclaim: answered from the index as committed (the old
+            # file, or the new one once swapped in); no pass can run to make it current.
+            with self.lifecycle.shared():
+                return self.engine.search(req, freshness_truncated=req.freshness == "wait-until-current",
+                                          force_route=force_route)
         if not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0):
             return {"kind": "unavailable", "reason": "not-ready"}
         ix.end_bulk()
@@ -269,7 +438,8 @@ class LocalService:
         if not self.policy.enabled:
             return {"kind": "unavailable", "reason": "disabled"}
         ix = self.indexer
-        if not self.read_only and (not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0)):
+        if not self.read_only and not self._reclaiming and (
+                not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0)):
             return {"kind": "unavailable", "reason": "not-ready"}
         with self.lifecycle.shared():
             cur = self.con.cursor()
@@ -284,11 +454,13 @@ class LocalService:
         roots = [spec.partition("=")[2] for spec in ix.extra_roots] + [r.path for r in self.roots()]
         degraded = degraded_roots(obs.problems, obs.failed, roots)
         if obs.roots and not self.read_only:
-            degraded += silent_roots(obs.roots, root_report(self.con, [str(c["root"]) for c in obs.roots]))
+            with self.lifecycle.shared():
+                report = root_report(self.con, [str(c["root"]) for c in obs.roots])
+            degraded += silent_roots(obs.roots, report)
         due = max(0, prog.files_changed - prog.files_done) if prog.running else 0
         if self.outage is not None:
             phase = "degraded"
-        elif ix.closed:
+        elif ix.closed and not self._reclaiming:
             phase = "closed"
         elif not ix.started:
             phase = "idle"
@@ -324,6 +496,8 @@ class LocalService:
         ix = self.indexer
         p = ix.progress
         m = ix.writer.meta
+        with self.lifecycle.shared():
+            counts = index_counts(self.con)
         return {
             "running": p.running,
             "full": p.full,
@@ -335,7 +509,9 @@ class LocalService:
             "messagesRead": p.messages_read,
             "messagesCommitted": p.messages_committed,
             "chunks": m.n_chunks,
-            **index_counts(self.con),
+            **counts,
+            "lastReclaim": self.last_reclaim,
+            "reclaimLeftoversRemoved": reclaim_mod.leftovers_removed(),
             "segments": [[s.name, s.state, s.rows] for s in ix.writer.segments.segments],
             "merging": ix.writer.segments.merging,
             "generation": m.generation,
@@ -347,3 +523,13 @@ class LocalService:
             "historyDays": self.policy.history_days,
             **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }
+
+
+def _settle(fut: Future[dict[str, Any]], done: Future[dict[str, Any]]) -> None:
+    """Give ``fut`` the outcome of ``done``."""
+    with contextlib.suppress(InvalidStateError):
+        exc = done.exception()
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(done.result())

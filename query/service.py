@@ -87,10 +87,17 @@ def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
 
 
 def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Sessions in the index and everything left out of it, per agent and reason (for humans:
-    `aivault status`); the meta counters only ever grow, so they are not counts."""
+    """Sessions in the index and everything left out of it, per agent and reason, and the file's
+    size beside its used data (for humans: `aivault status`); the meta counters only ever grow, so
+    they are not counts."""
+    from aivault.indexer.reclaim import usage
+
     cur = con.cursor()
     try:
+        try:
+            disk: dict[str, int] = usage(cur).as_dict()
+        except (duckdb.Error, OSError):
+            disk = {}
         row = cur.execute(q.COUNT_SESSIONS).fetchone()
         skipped: dict[str, dict[str, int]] = {}
         for agent, malformed, oversized, maps in cur.execute(q.SELECT_SKIPS).fetchall():
@@ -106,7 +113,7 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                 skipped[str(agent)] = reasons
     finally:
         cur.close()
-    return {"sessions": int(row[0]) if row else 0, "skipped": skipped}
+    return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk}
 
 
 def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:

@@ -76,6 +76,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     t0 = time.monotonic()
     lexical_s = 0.0
     vectors_note = ""
+    reclaimed: dict[str, Any] | None = None
     if conn.rpc is not None:
         rpc = conn.rpc
         summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
@@ -97,6 +98,8 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
                 st = daemon.service.stats()
                 vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
                                 f"{time.monotonic() - t0 - lexical_s:.1f} s")
+            # The final compaction freed the bulk segment's blocks: give them back to the disk.
+            reclaimed = daemon.service.reclaim(restart=False)
         finally:
             daemon.close()
     elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
@@ -106,7 +109,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     if args.json:
         import resource
 
-        summary = {**summary, "elapsedS": round(elapsed, 3), "mode": conn.mode,
+        summary = {**summary, "elapsedS": round(elapsed, 3), "mode": conn.mode, "reclaim": reclaimed,
                    "peakRssKb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                    "scannerPeakRssKb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
         print(json.dumps(summary))
@@ -119,10 +122,19 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
           + (f"; {summary['record_cut']:,} records cut at 4 MiB of text" if summary.get("record_cut") else "")
           + (f"; {summary['failed']} file(s) unreadable" if summary.get("failed") else "")
           + (f"; {summary['problems']} root problem(s), see `aivault status`" if summary.get("problems") else "")
-          + vectors_note)
+          + vectors_note + _reclaim_note(reclaimed))
     if not summary.get("files_seen"):
         print(_where_looked(_roots(home, args)))
     return EXIT_OK
+
+
+def _reclaim_note(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return ""
+    if not r.get("done"):
+        return f"; free space not reclaimed: {r.get('reason')}"
+    before, after = r["before"]["fileBytes"], r["after"]["fileBytes"]
+    return f"; index file {before / 1e6:,.0f} -> {after / 1e6:,.0f} MB (reclaimed in {r['seconds']:.1f} s)"
 
 
 def _where_looked(roots: list[Any]) -> str:
@@ -214,6 +226,7 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
             bar = ProgressLine()
             summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
             daemon.service.indexer.compact().result()
+            daemon.service.reclaim(restart=False)
     finally:
         daemon.close()
     if args.json:

@@ -1,0 +1,254 @@
+"""Giving freed blocks back to the disk: copy the database into a fresh file and rename it over the old.
+
+DuckDB reuses the blocks that merges and deletes free but never shortens its file, so after a
+one-shot index (the bulk segment is sorted into a new one, then dropped) or a daemon's merges the
+file is about twice its used data. A *reclaim* copies every table, index, view, sequence and row
+(``COPY FROM DATABASE``, which keeps each table's row order: a sorted segment stays sorted) into
+``<db>.reclaim`` and renames that over the database. The meta row travels as a row, so the
+identity, the generation and every id counter are the same afterwards; nothing a search, a cursor
+or the vector sidecar depends on changes.
+
+Steps, each safe against a kill -9 at any moment (``STEPS``, in order):
+
+1. ``attached``: the temporary file exists, empty; the database is untouched.
+2. ``copied``: every row is in the temporary file (partly still in its WAL).
+3. ``detached``: DuckDB checkpointed and closed the temporary file (no WAL left) and it is fsynced;
+   its catalog, row counts and meta row are checked against the database's.
+4. ``closed``: the caller closed every connection to the database (DuckDB checkpoints on close, so
+   no WAL of the old file is left that a later open could replay onto the new one).
+5. ``renamed``: ``rename(tmp, db)`` (atomic), then the directory is fsynced.
+
+Until 5 the database file is the old one, complete, and the temporary file is only ever a leftover
+(``clean_leftover`` removes it when the writer next opens the index: counted and logged); from 5 on
+it is the new one, complete. The temporary file never carries the database's name before it is
+whole. Only the writer of the data directory (the holder of ``daemon.pid``, query/session.py)
+reclaims or cleans, so no other process opens the database read-write between 4 and 5; a reader
+that opens it then reads the old file to its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from aivault import log
+from aivault.indexer import schema as q
+
+_log = log.get("indexer.reclaim")
+
+# Reclaim when the file is larger than this many times its used data ...
+RECLAIM_RATIO = 1.3
+# ... and the free part is at least this much (copying a small file to save a few MB is not worth it).
+RECLAIM_MIN_FREE_BYTES = int(float(os.environ.get("AIVAULT_RECLAIM_MIN_FREE_MB", "32")) * (1 << 20))
+# The copy needs about the used size on the same file system; this much is kept free besides.
+SPACE_MARGIN_BYTES = 64 << 20
+SPACE_FACTOR = 1.1
+
+TMP_SUFFIX = ".reclaim"
+STEPS = ("attached", "copied", "detached", "closed", "renamed")
+_ATTACHED_AS = "aivault_reclaim"
+# Test hook: "STEP:PATH" writes STEP to PATH when the reclaim reaches STEP, then waits to be killed
+# (tests/test_reclaim.py kills the process there with SIGKILL).
+PAUSE_ENV = "AIVAULT_RECLAIM_PAUSE"
+
+CATALOG = """SELECT 'table', table_name, sql FROM duckdb_tables() WHERE database_name = $db
+    UNION ALL SELECT 'index', index_name, sql FROM duckdb_indexes() WHERE database_name = $db
+    UNION ALL SELECT 'view', view_name, sql FROM duckdb_views() WHERE database_name = $db AND NOT internal
+    UNION ALL SELECT 'sequence', sequence_name, sql FROM duckdb_sequences() WHERE database_name = $db
+    ORDER BY 1, 2"""
+TABLE_ROWS = 'SELECT count(*) FROM "{db}"."{table}"'
+DATABASE_PATH = "SELECT path FROM duckdb_databases() WHERE database_name = ?"
+TABLES_OF = "SELECT table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY table_name"
+DATABASE_SIZE = """SELECT block_size, total_blocks, used_blocks, free_blocks FROM pragma_database_size()
+    WHERE database_name = ?"""
+
+
+class ReclaimFailed(Exception):
+    """The copy could not be made or did not match: the database is as it was, the copy is removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    file_bytes: int
+    used_bytes: int
+    free_bytes: int  # blocks DuckDB has freed inside the file
+
+    @property
+    def ratio(self) -> float:
+        return self.file_bytes / self.used_bytes if self.used_bytes else 1.0
+
+    def due(self, ratio: float = RECLAIM_RATIO, min_free: int = RECLAIM_MIN_FREE_BYTES) -> bool:
+        return self.ratio > ratio and self.file_bytes - self.used_bytes >= min_free
+
+    def as_dict(self) -> dict[str, int]:
+        return {"fileBytes": self.file_bytes, "usedBytes": self.used_bytes, "freeBytes": self.free_bytes}
+
+
+def tmp_path(db_path: Path) -> Path:
+    return Path(str(db_path) + TMP_SUFFIX)
+
+
+def _wal(path: Path) -> Path:
+    return Path(str(path) + ".wal")
+
+
+def database_name(con: duckdb.DuckDBPyConnection) -> str:
+    row = con.execute("SELECT current_database()").fetchone()
+    return str(row[0]) if row else "main"
+
+
+def usage(con: duckdb.DuckDBPyConnection, db_path: Path | None = None) -> Usage:
+    """Used and free bytes of the open database (DuckDB's block counts) and its file's size."""
+    name = database_name(con)
+    row = con.execute(DATABASE_SIZE, [name]).fetchone()
+    block, _total, used, free = (int(v) for v in row) if row else (0, 0, 0, 0)
+    if db_path is None:
+        found = con.execute(DATABASE_PATH, [name]).fetchone()
+        db_path = Path(str(found[0])) if found else Path()
+    return Usage(db_path.stat().st_size, used * block, free * block)
+
+
+def disk_problem(db_path: Path, used_bytes: int) -> str | None:
+    """Why there is not room for the copy next to the database, or None."""
+    try:
+        vfs = os.statvfs(db_path.parent)
+    except OSError as exc:
+        return f"cannot read the free space of {db_path.parent}: {exc}"
+    free = vfs.f_bavail * vfs.f_frsize
+    need = int(used_bytes * SPACE_FACTOR) + SPACE_MARGIN_BYTES
+    if free < need:
+        return (f"not enough free disk space in {db_path.parent} to copy the index: {free / 1e6:,.0f} MB free, "
+                f"{need / 1e6:,.0f} MB needed")
+    return None
+
+
+def pause_at(step: str) -> None:
+    """The test hook (PAUSE_ENV): announce ``step`` and wait to be killed there."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec or spec.partition(":")[0] != step:
+        return
+    marker = Path(spec.partition(":")[2])
+    marker.write_text(step)
+    while True:
+        time.sleep(1)
+
+
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> int:
+    """Remove ``path`` and its WAL; the bytes they held."""
+    freed = 0
+    for p in (path, _wal(path)):
+        try:
+            freed += p.stat().st_size
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    return freed
+
+
+_leftovers_removed = 0  # by clean_leftover in this process (indexStats shows it)
+
+
+def leftovers_removed() -> int:
+    return _leftovers_removed
+
+
+def clean_leftover(db_path: Path) -> int:
+    """Remove the temporary file of a reclaim that never finished (a kill before its rename).
+
+    Called by the writer before it opens the database; returns the files removed (logged).
+    """
+    tmp = tmp_path(db_path)
+    found = [p for p in (tmp, _wal(tmp)) if p.exists()]
+    if not found:
+        return 0
+    global _leftovers_removed
+    freed = _remove(tmp)
+    _leftovers_removed += len(found)
+    _log.warning("removed the temporary file of an interrupted reclaim (the database is the one from before it)",
+                 files=[p.name for p in found], count=len(found), freed_bytes=freed)
+    return len(found)
+
+
+def _signature(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[tuple[str, str, str]], dict[str, int],
+                                                                    tuple[object, ...] | None]:
+    """What must be equal in both files: the catalog (as SQL), each table's rows, the meta row."""
+    catalog = [(str(a), str(b), str(c)) for a, b, c in con.execute(CATALOG, {"db": db}).fetchall()]
+    counts = {}
+    for (table,) in con.execute(TABLES_OF, [db]).fetchall():
+        row = con.execute(TABLE_ROWS.format(db=db, table=table)).fetchone()
+        counts[str(table)] = int(row[0]) if row else -1
+    meta = con.execute(q.SELECT_META.replace("FROM meta", f'FROM "{db}".meta')).fetchone()
+    return catalog, counts, tuple(meta) if meta else None
+
+
+def copy(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
+    """Steps 1-3: the whole database, checked, in ``<db>.reclaim``; returns that path.
+
+    ``con`` is a connection to the database with no write running (the caller stopped the
+    writer): what is copied is what the swap puts in place. On any failure the temporary file is
+    removed and ReclaimFailed raised; the database is untouched.
+    """
+    tmp = tmp_path(db_path)
+    _remove(tmp)
+    src = database_name(con)
+    attached = False
+    try:
+        con.execute("SET enable_progress_bar = false")  # stdout is the command's (--json)
+        con.execute(f"ATTACH '{tmp}' AS {_ATTACHED_AS}")
+        attached = True
+        pause_at("attached")
+        con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS}')
+        pause_at("copied")
+        theirs = _signature(con, _ATTACHED_AS)
+        ours = _signature(con, src)
+        con.execute(f"DETACH {_ATTACHED_AS}")
+        attached = False
+        if theirs != ours:
+            raise ReclaimFailed("the copy does not match the database (catalog, row counts or meta row differ)")
+        if _wal(tmp).exists():
+            raise ReclaimFailed("the copy still has a write-ahead log after it was closed")
+        _fsync(tmp)
+        pause_at("detached")
+    except BaseException as exc:
+        if attached:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH {_ATTACHED_AS}")
+        _remove(tmp)
+        if isinstance(exc, duckdb.Error):
+            raise ReclaimFailed(f"copying the index failed: {str(exc).splitlines()[0][:300]}") from exc
+        raise
+    return tmp
+
+
+def swap(tmp: Path, db_path: Path) -> None:
+    """Steps 4-5, once every connection to ``db_path`` is closed: rename the copy over it.
+
+    Refused (ReclaimFailed, the copy removed) if the database still has a WAL: it belongs to the
+    old file and must never be replayed onto the new one.
+    """
+    pause_at("closed")
+    if _wal(db_path).exists() or _wal(tmp).exists():
+        _remove(tmp)
+        raise ReclaimFailed("the index still has a write-ahead log after its connections were closed; "
+                            "it was left as it was")
+    try:
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, db_path)
+    except OSError as exc:
+        _remove(tmp)
+        raise ReclaimFailed(f"cannot rename the copy over the index: {exc}") from exc
+    pause_at("renamed")
+    _fsync(db_path.parent, directory=True)
