@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +115,8 @@ class Home:
         if len(data) == _KEY_BYTES:
             return data
         self.ensure()
+        import secrets  # only to create the key: a client reading it need not load random, hmac, base64
+
         data = secrets.token_bytes(_KEY_BYTES)
         try:
             write_private(self.key_path, data)

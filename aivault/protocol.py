@@ -101,6 +101,9 @@ class ErrorBody(TypedDict):
 # Result kinds of aiVault.searchSessions (docs/contract.md §2).
 RESULT_KINDS: Final = ("results", "stale-cursor", "malformed-cursor", "unavailable")
 UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
+# A search page holds 1..SEARCH_MAX_LIMIT sessions (docs/contract.md §2.1, `limit`: a value outside is clamped).
+# Here so that the CLI can say so without importing the query layer.
+SEARCH_MAX_LIMIT: Final = 100
 # aiVault.searchStatus when no service is registered (docs/contract.md §4): "no service", not "an empty,
 # current index". Callers copy it before changing anything.
 STATUS_SENTINEL: Final[dict[str, Any]] = {

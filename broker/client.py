@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-import uuid
 from typing import Any
 
 import zmq
@@ -94,7 +93,7 @@ class RpcClient:
             pause = min(pause * 2, RPC_BUSY_RETRY_MAX_S)
 
     def _call_once(self, method: str, params: Any, host: str | None, deadline: float, wait_s: float) -> Any:
-        rid = uuid.uuid4().hex
+        rid = os.urandom(16).hex()  # as unique as uuid4().hex, without importing uuid (and platform)
         sock = self._socket()
         sock.send_multipart(encode_request(self.key, RpcRequest(rid, method, params, host)))
         while True:
@@ -264,11 +263,14 @@ class Connection:
         if method == METHOD_HOSTS:
             check = bool(params.get("check")) if isinstance(params, dict) else False
             return self._remote().states(check).result()
-        from aivault.query.service import search_sessions, search_status  # direct mode only: duckdb
-
+        # Direct mode: the query layer (and DuckDB) only for the methods that read the index.
         if method == METHOD_SEARCH:
+            from aivault.query.service import search_sessions
+
             return search_sessions(self._direct(), params)
         if method == METHOD_STATUS:
+            from aivault.query.service import search_status
+
             return search_status(self._direct())
         if method == METHOD_READ:
             from aivault.query.transcript import read_session

@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aivault.errors import InvalidParams
+from aivault.protocol import SEARCH_MAX_LIMIT
 
 DEFAULT_LIMIT = 20
-MAX_LIMIT = 100
+MAX_LIMIT = SEARCH_MAX_LIMIT
 MAX_QUERY_CHARS = 512
 MAX_QUERY_TERMS = 48
 SCOPES = ("conversation", "all")

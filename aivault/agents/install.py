@@ -32,10 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aivault.agents import texts
+from aivault.agents import AGENTS, texts
 from aivault.errors import ConfigInvalid
 
-AGENTS = ("claude-code", "codex", "gemini")
 SERVER_NAME = "aivault"
 _RESTART = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
 

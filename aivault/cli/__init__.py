@@ -9,26 +9,33 @@ With a daemon answering on the data directory's socket, commands talk to it; wit
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 from aivault import log
-from aivault.cli.agent import add_parser as add_agent_parser
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
-from aivault.cli.doctor import cmd_doctor
-from aivault.cli.hosts import add_parsers as add_host_parsers
-from aivault.cli.hosts import local_only
-from aivault.cli.index import cmd_clear, cmd_index, cmd_serve
-from aivault.cli.mcp import add_parser as add_mcp_parser
-from aivault.cli.policy import cmd_disable, cmd_enable, cmd_policy
-from aivault.cli.search import cmd_rpc, cmd_search, cmd_status
-from aivault.cli.web import add_parser as add_web_parser
 from aivault.errors import AivaultError, HostUnavailable, InvalidParams, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import AGENT_NAMES, RPC_METHODS
 
 __all__ = ["CliError", "build_parser", "main"]
+
+Command = Callable[[argparse.Namespace, Home], int]
+
+
+def _command(module: str, name: str) -> Command:
+    """``module.name``, imported when the command runs: a call that talks to a daemon must not pay
+    for the modules of the others (``index`` and ``doctor`` load the scanner's and the indexer's)."""
+
+    def run(args: argparse.Namespace, home: Home) -> int:
+        fn: Command = getattr(importlib.import_module(f"aivault.cli.{module}"), name)
+        return fn(args, home)
+
+    run.__qualname__ = run.__name__ = name
+    return run
 
 
 def _positive(value: str) -> int:
@@ -41,11 +48,28 @@ def _positive(value: str) -> int:
     return n
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Subcommands whose parsers live in their own modules: module, its adder, the commands it adds.
+_ADDED_ELSEWHERE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("hosts", "add_parsers", ("hosts", "pair", "relay")),
+    # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
+    ("mcp", "add_parser", ("mcp",)),
+    ("web", "add_parser", ("web",)),
+    ("agent", "add_parser", ("agent",)),
+)
+_BUILT_HERE = ("serve", "index", "search", "status", "doctor", "rpc", "enable", "clear", "disable", "policy")
+COMMANDS = _BUILT_HERE + tuple(name for _, _, names in _ADDED_ELSEWHERE for name in names)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` just that command's subparser: the same parse for
+    that command, without building (and translating the help of) the twenty others."""
     ap = argparse.ArgumentParser(prog="aivault",
                                  description="Search the transcripts your AI coding agents left on disk.")
     ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def want(name: str) -> bool:
+        return only is None or only == name
 
     def roots(p: argparse.ArgumentParser) -> None:
         p.add_argument("--root", action="append", metavar="AGENT=PATH",
@@ -59,71 +83,95 @@ def build_parser() -> argparse.ArgumentParser:
     def control(p: argparse.ArgumentParser) -> None:
         p.add_argument("--host", dest="control_host", help=argparse.SUPPRESS)  # refused: see cli/hosts.py
 
-    p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
-    roots(p)
-    p.add_argument("--listen", metavar="tcp://ADDR:PORT",
-                   help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
-    p.set_defaults(fn=cmd_serve)
-    p = sub.add_parser("index", help="index until current, then exit")
-    roots(p)
-    p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
-    p.add_argument("--vectors", action="store_true",
-                   help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
-    p.set_defaults(fn=cmd_index)
-    p = sub.add_parser("search", help="search sessions")
-    p.add_argument("query")
-    p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
-    p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
-    p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
-    p.add_argument("--sort", choices=("relevance", "newest"))
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--scope", choices=("conversation", "all"))
-    p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
-    p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
-    p.add_argument("--debug", action="store_true", help="include the planner's report")
-    p.add_argument("--json", action="store_true", help="print the contract's result object")
-    host(p)
-    p.set_defaults(fn=cmd_search)
-    p = sub.add_parser("status", help="indexing status")
-    p.add_argument("--json", action="store_true")
-    host(p)
-    p.set_defaults(fn=cmd_status)
-    p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
-    roots(p)
-    p.add_argument("--json", action="store_true", help="the same report as data")
-    p.set_defaults(fn=cmd_doctor)
-    p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
-    p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
-    p.add_argument("params", nargs="?", help="JSON parameters")
-    p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
-    p.set_defaults(fn=cmd_rpc)
-    p = sub.add_parser("enable", help="consent to indexing agent sessions")
-    p.add_argument("--history-days", type=_positive)
-    control(p)
-    p.set_defaults(fn=cmd_enable)
-    p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
-    roots(p)
-    p.add_argument("--json", action="store_true")
-    control(p)
-    p.set_defaults(fn=cmd_clear)
-    p = sub.add_parser("disable", help="stop indexing; keep the index copy")
-    control(p)
-    p.set_defaults(fn=cmd_disable)
-    p = sub.add_parser("policy", help="show or change retention")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--history-days", type=_positive)
-    g.add_argument("--forever", action="store_true")
-    p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
-    p.add_argument("--relay", choices=("on", "off"),
-                   help="whether `aivault relay` answers ssh clients on this machine (default off)")
-    control(p)
-    p.set_defaults(fn=cmd_policy)
-    add_host_parsers(sub)
-    # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
-    add_mcp_parser(sub)
-    add_web_parser(sub)
-    add_agent_parser(sub)
+    if want("serve"):
+        p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
+        roots(p)
+        p.add_argument("--listen", metavar="tcp://ADDR:PORT",
+                       help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
+        p.set_defaults(fn=_command("index", "cmd_serve"))
+    if want("index"):
+        p = sub.add_parser("index", help="index until current, then exit")
+        roots(p)
+        p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
+        p.add_argument("--vectors", action="store_true",
+                       help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
+        p.set_defaults(fn=_command("index", "cmd_index"))
+    if want("search"):
+        p = sub.add_parser("search", help="search sessions")
+        p.add_argument("query")
+        p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
+        p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
+        p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
+        p.add_argument("--sort", choices=("relevance", "newest"))
+        p.add_argument("--limit", type=int, default=10)
+        p.add_argument("--scope", choices=("conversation", "all"))
+        p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
+        p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
+        p.add_argument("--debug", action="store_true", help="include the planner's report")
+        p.add_argument("--json", action="store_true", help="print the contract's result object")
+        host(p)
+        p.set_defaults(fn=_command("search", "cmd_search"))
+    if want("status"):
+        p = sub.add_parser("status", help="indexing status")
+        p.add_argument("--json", action="store_true")
+        host(p)
+        p.set_defaults(fn=_command("search", "cmd_status"))
+    if want("doctor"):
+        p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
+        roots(p)
+        p.add_argument("--json", action="store_true", help="the same report as data")
+        p.set_defaults(fn=_command("doctor", "cmd_doctor"))
+    if want("rpc"):
+        p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
+        p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
+        p.add_argument("params", nargs="?", help="JSON parameters")
+        p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
+        p.set_defaults(fn=_command("search", "cmd_rpc"))
+    if want("enable"):
+        p = sub.add_parser("enable", help="consent to indexing agent sessions")
+        p.add_argument("--history-days", type=_positive)
+        control(p)
+        p.set_defaults(fn=_command("policy", "cmd_enable"))
+    if want("clear"):
+        p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
+        roots(p)
+        p.add_argument("--json", action="store_true")
+        control(p)
+        p.set_defaults(fn=_command("index", "cmd_clear"))
+    if want("disable"):
+        p = sub.add_parser("disable", help="stop indexing; keep the index copy")
+        control(p)
+        p.set_defaults(fn=_command("policy", "cmd_disable"))
+    if want("policy"):
+        p = sub.add_parser("policy", help="show or change retention")
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--history-days", type=_positive)
+        g.add_argument("--forever", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
+        p.add_argument("--relay", choices=("on", "off"),
+                       help="whether `aivault relay` answers ssh clients on this machine (default off)")
+        control(p)
+        p.set_defaults(fn=_command("policy", "cmd_policy"))
+    for module, adder, names in _ADDED_ELSEWHERE:
+        if only is None or only in names:
+            getattr(importlib.import_module(f"aivault.cli.{module}"), adder)(sub)
     return ap
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` when it can be told without parsing (only ``--home`` before
+    it), else None: anything unusual gets the whole parser, and so argparse's own messages."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--home":
+            i += 2
+            continue
+        if word.startswith("--home="):
+            i += 1
+            continue
+        return word if word in COMMANDS else None
+    return None
 
 
 _interrupted: list[int] = []
@@ -137,13 +185,17 @@ def _on_sigint(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command_word(words)).parse_args(words)
     log.configure("warning")
     home = Home.resolve(args.home)
-    if threading.current_thread() is threading.main_thread() and args.fn is not cmd_serve:
+    if threading.current_thread() is threading.main_thread() and args.command != "serve":
         signal.signal(signal.SIGINT, _on_sigint)
     try:
-        local_only(args)
+        if hasattr(args, "control_host"):
+            from aivault.cli.hosts import local_only
+
+            local_only(args)
         code: int = args.fn(args, home)
         sys.stdout.flush()
         return code

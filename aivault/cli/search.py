@@ -15,6 +15,7 @@ from aivault.broker.client import Connection
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, absolute
 from aivault.home import Home
 from aivault.protocol import AGENT_NAMES, METHOD_STATS
+from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
 from aivault.render import print_debug, print_results, print_status
 
 
@@ -31,8 +32,6 @@ def _check_agents(names: list[str]) -> list[str]:
 
 def _limit_note(limit: int) -> None:
     """The contract clamps the page size to 1..100 silently; a person typing it should hear it once."""
-    from aivault.query.request import MAX_LIMIT
-
     if limit < 1:
         print(f"aivault: --limit {limit} is below 1; showing 1 session per page", file=sys.stderr)
     elif limit > MAX_LIMIT:
