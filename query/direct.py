@@ -8,7 +8,8 @@ for that one request (``WriterSession``), exactly as a daemon would.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -18,9 +19,15 @@ from aivault.home import Home
 from aivault.indexer import schema as q
 from aivault.protocol import STATUS_SENTINEL
 from aivault.query.engine import Engine
+from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
 from aivault.query.request import parse_request
 from aivault.query.service import degraded_roots, root_report, silent_roots
 from aivault.query.transcript import ReadRequest, read_messages
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from aivault.embed import Embedder
 
 
 class MissingIndexService:
@@ -46,6 +53,44 @@ class MissingIndexService:
         return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
 
 
+class _DeferredVectors:
+    """The daemon's vectors for this read-only process, loaded when a search first asks whether they
+    are ready: a query the planner answers lexically (a quoted phrase, an identifier) never loads
+    NumPy's vector code, pyarrow, FAISS or the model. An embedding configuration that cannot be
+    used (an unknown model name) leaves them not ready, and searches answer lexically."""
+
+    def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, make: Callable[[], Embedder]) -> None:
+        self._home = home
+        self._con = con
+        self._make = make
+        self._real: VectorSource | None = None
+        self._failed = False
+
+    def _load(self) -> VectorSource | None:
+        if self._real is None and not self._failed:
+            from aivault.embed import EmbedError, configured_fingerprint
+            from aivault.indexer.vector_service import ReadOnlyVectors
+
+            try:
+                fingerprint = configured_fingerprint(config.embed_config(self._home))
+            except EmbedError:
+                self._failed = True  # e.g. an unknown model name: lexical only, the daemon reports why
+                return None
+            self._real = ReadOnlyVectors(self._home, self._con, self._make, fingerprint)
+        return self._real
+
+    def note_search(self) -> None:
+        """No background worker in a read-only process."""
+
+    def ready(self) -> bool:
+        real = self._load()
+        return real is not None and real.ready()
+
+    def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None:
+        real = self._load()
+        return real.search(text, k) if real is not None else None
+
+
 class DirectService:
     """A read-only service over the database file, for one-shot CLI use without a daemon."""
 
@@ -56,16 +101,7 @@ class DirectService:
 
     def _engine(self) -> Engine:
         make = config.embedder_factory(self.home)
-        vectors = None
-        if make is not None:
-            from aivault.embed import EmbedError, configured_fingerprint
-            from aivault.indexer.vector_service import ReadOnlyVectors
-
-            try:
-                fingerprint = configured_fingerprint(config.embed_config(self.home))
-                vectors = ReadOnlyVectors(self.home, self.con, make, fingerprint)
-            except EmbedError:
-                vectors = None  # e.g. an unknown model name: lexical only, the daemon reports why
+        vectors = _DeferredVectors(self.home, self.con, make) if make is not None else None
         return Engine(self.con, self.home.key(), vectors=vectors)
 
     def search(self, params: Any) -> dict[str, Any]:

@@ -1,0 +1,149 @@
+"""A CLI call that talks to a daemon loads a client's modules only, never the engine's.
+
+Each command runs in a child Python through the real CLI entry (``aivault.cli.main``) against a real
+daemon (``aivault serve``: DuckDB, ZeroMQ, the scanner); the child writes the names in ``sys.modules``
+when the command is done, and the test reads them. Without a daemon the same probe sees DuckDB and the
+query layer load, so an empty list is the client's doing, not the probe's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aivault.home import Home, write_private
+from tests.builders import ClaudeWriter, CodexWriter
+from tests.conftest import DaemonProcess, InprocDaemon, cli_env, root_args, run_cli
+from tests.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
+
+# Runs the command as the console script does, then lists what the process imported.
+PROBE = """
+import json, sys
+from aivault.cli import main
+code = main(sys.argv[2:])
+sys.stdout.flush()
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(sys.modules), f)
+sys.exit(code)
+"""
+
+# The engine and its libraries: none of them may load in a client-mode call.
+HEAVY = ("duckdb", "numpy", "pyarrow", "faiss", "llama_cpp", "orjson", "zstandard", "structlog", "mcp",
+         "starlette", "uvicorn", "tomlkit")
+# The aivault modules a client-mode call may load: the CLI's parsing and asking, the client and what it
+# speaks (codec, protocol, errors), the data directory, the log front and the renderer.
+CLIENT_MODULES = frozenset({
+    "aivault", "aivault.cli", "aivault.cli.common", "aivault.cli.search", "aivault.broker", "aivault.broker.client",
+    "aivault.codec", "aivault.protocol", "aivault.errors", "aivault.home", "aivault.config", "aivault.log",
+    "aivault.render",
+})
+
+
+def probe(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run ``aivault ARGS`` in a child Python; its output and the modules it had loaded at the end."""
+    out = tmp_path / f"modules-{len(list(tmp_path.glob('modules-*')))}.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(out), *args], env=cli_env(home),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"aivault {' '.join(args)} failed ({proc.returncode}): {proc.stderr}"
+    return proc, json.loads(out.read_text())
+
+
+def engine_modules(modules: list[str]) -> list[str]:
+    """The loaded modules a client must not need: the heavy libraries and any aivault module outside the client."""
+    heavy = [m for m in modules if m.split(".")[0] in HEAVY]
+    ours = [m for m in modules if (m == "aivault" or m.startswith("aivault.")) and m not in CLIENT_MODULES]
+    return heavy + ours
+
+
+@pytest.fixture
+def indexed(home: Home, roots: dict[str, Path]) -> Home:
+    ClaudeWriter(roots["claude"], cwd="/home/dev/vault").user("the DuckDB lock error again") \
+        .assistant("Stop the other writer; DuckDB allows one.").title("DuckDB lock saga")
+    CodexWriter(roots["codex"], cwd="/home/dev/api").user("why is the lock file stale") \
+        .assistant("A crashed process left the lock file behind.")
+    args = ["index", "--no-default-roots"]
+    for spec in root_args(roots):
+        args += ["--root", spec]
+    run_cli(home.path, *args, check=True)
+    return home
+
+
+@pytest.fixture
+def daemon(indexed: Home, roots: dict[str, Path]) -> Iterator[DaemonProcess]:
+    d = DaemonProcess(indexed, roots)
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def test_client_mode_search_loads_no_engine(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """`aivault search` through a daemon finds its hits loading no DuckDB, NumPy, FAISS, llama.cpp or query layer."""
+    proc, modules = probe(daemon.home.path, tmp_path, "search", "lock")
+    assert "DuckDB lock saga" in proc.stdout
+    assert "aivault.broker.client" in modules and "zmq" in modules  # it did talk to the daemon
+    assert engine_modules(modules) == []
+
+
+def test_client_mode_search_json_loads_no_engine(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """`aivault search --json` through a daemon prints the contract's result with only client modules loaded."""
+    proc, modules = probe(daemon.home.path, tmp_path, "search", "lock", "--json")
+    result = json.loads(proc.stdout)
+    assert result["kind"] == "results" and len(result["hits"]) == 2
+    assert engine_modules(modules) == []
+
+
+def test_client_mode_ping_and_status_load_no_engine(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """`aivault rpc aiVault.ping`, `status` and `status --json` answer from the daemon with only client modules."""
+    proc, modules = probe(daemon.home.path, tmp_path, "rpc", "aiVault.ping")
+    assert json.loads(proc.stdout)["pid"] == daemon.proc.pid  # the daemon answered, not this process
+    assert engine_modules(modules) == []
+    proc, modules = probe(daemon.home.path, tmp_path, "status")
+    assert "daemon mode" in proc.stdout
+    assert engine_modules(modules) == []
+    proc, modules = probe(daemon.home.path, tmp_path, "status", "--json")
+    assert json.loads(proc.stdout)["enabled"] is True
+    assert engine_modules(modules) == []
+
+
+def test_without_a_daemon_the_probe_sees_the_engine_load(indexed: Home, tmp_path: Path) -> None:
+    """The same probe in direct mode lists DuckDB and the query layer, so the client's empty list is real."""
+    proc, modules = probe(indexed.path, tmp_path, "search", "lock", "--json")
+    assert json.loads(proc.stdout)["kind"] == "results"
+    found = engine_modules(modules)
+    assert "duckdb" in found and "aivault.query.engine" in found and "aivault.indexer.store" in found
+    _, modules = probe(indexed.path, tmp_path, "rpc", "aiVault.ping")
+    assert engine_modules(modules) == []  # a direct ping reads no index
+
+
+def test_a_direct_lexical_search_loads_no_vector_code(indexed: Home, tmp_path: Path) -> None:
+    """With embeddings on, a direct search the planner answers lexically loads no FAISS, llama.cpp or pyarrow."""
+    write_private(indexed.config_path, b'{"embed": {"enabled": true}}')
+    proc, modules = probe(indexed.path, tmp_path, "search", '"lock file"', "--json")
+    assert json.loads(proc.stdout)["kind"] == "results"
+    vector_libraries = {m.split(".")[0] for m in modules} & {"faiss", "llama_cpp", "pyarrow"}
+    assert not vector_libraries, vector_libraries
+    assert "aivault.indexer.vector_service" not in modules and "aivault.embed.local" not in modules
+
+
+def test_a_direct_hybrid_search_loads_the_vectors_it_needs(home: Home, roots: dict[str, Path], tmp_path: Path) -> None:
+    """Without a daemon, a description is still answered hybrid from the saved vectors (loaded on that first ask)."""
+    semantic_on(home)
+    ids = _write(roots)
+    d = InprocDaemon(home, roots)
+    try:
+        d.reconcile()
+        _wait_vectors(d.service.stats)
+    finally:
+        d.close()  # saves the sidecar
+    proc, modules = probe(home.path, tmp_path, "rpc", "aiVault.searchSessions",
+                          json.dumps({"query": PARAPHRASE, "debug": True}))
+    result = json.loads(proc.stdout)
+    assert result["debug"]["route"] == "hybrid"
+    assert result["hits"][0]["sessionId"] == ids["asyncio"]
+    assert "faiss" in modules and "aivault.indexer.vector_service" in modules
