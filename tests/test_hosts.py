@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from aivault import policy
 from aivault.broker.client import Connection
 from aivault.broker.hostconfig import remote_host
 from aivault.broker.hosts import Host
@@ -86,9 +87,9 @@ def search(conns: HostConnections, host: Host = DEVBOX, **params: Any) -> dict[s
 
 
 # --- the relay itself --------------------------------------------------------------------------------
-def test_relay_without_consent_has_no_service(tmp_path: Path) -> None:
+def test_relay_without_consent_has_no_service(remote: Remote) -> None:
     """Until `aivault policy --relay on` the relay has no service (no-service, the sentinel); then it answers."""
-    remote = make_remote(tmp_path, sessions=1, relay=False)
+    policy.set_relay(remote.home, False)
     relay = RelayProcess(remote)
     try:
         assert relay.call(METHOD_PING).value["service"] is False
@@ -100,10 +101,11 @@ def test_relay_without_consent_has_no_service(tmp_path: Path) -> None:
         remote.cli("policy", "--relay", "on")
         assert relay.call(METHOD_PING).value["service"] is True  # from the next request on
         result = relay.call(METHOD_SEARCH, {"query": "quokka"}).value
-        assert result["kind"] == "results" and len(result["hits"]) == 1
-        remote.cli("policy", "--relay", "off")
+        assert result["kind"] == "results" and len(result["hits"]) == 3
+        policy.set_relay(remote.home, False)
         assert relay.call(METHOD_SEARCH, {"query": "quokka"}).value["reason"] == "no-service"
     finally:
+        policy.set_relay(remote.home, True)
         assert relay.close() == 0
 
 

@@ -20,8 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from aivault import policy
+from aivault.broker.hostconfig import SSH_COMMAND_ENV
+from aivault.broker.hosts import Host
+from aivault.broker.remote import HostConnections
 from aivault.home import Home, write_private
-from aivault.protocol import ERR_NOT_PERMITTED, METHOD_CLEAR, METHOD_RECONCILE, METHOD_SEARCH, STATUS_SENTINEL
+from aivault.protocol import (
+    ERR_NOT_PERMITTED,
+    METHOD_CLEAR,
+    METHOD_HOSTS,
+    METHOD_RECONCILE,
+    METHOD_SEARCH,
+    STATUS_SENTINEL,
+)
 from tests.builders import ClaudeWriter
 from tests.conftest import DaemonProcess, cli_env, run_cli, wait_until
 from tests.remotes import RelayProcess, Remote, host_timeouts, make_client, make_remote
@@ -143,8 +154,6 @@ def test_search_over_ssh(sshd: Sshd, remote: Remote, client: Home) -> None:
     assert result["kind"] == "results"
     assert sorted(h["cwd"] for h in result["hits"]) == [f"/srv/remote/p{i}" for i in range(3)]
     assert {h["executionHostId"] for h in result["hits"]} == {sshd.host_id}
-    human = run_cli(client.path, "search", "--host", sshd.host_id, "burrow", env=env, check=True).stdout
-    assert human.count(f"claude @ {sshd.host_id}") == 3
     status = json.loads(run_cli(client.path, "status", "--host", sshd.host_id, "--json", env=env, check=True).stdout)
     assert status["filesIndexed"] == 3 and len(status["degradedRoots"]) >= 1
     assert {r["reason"] for r in status["degradedRoots"]} == {UNVERIFIED}
@@ -169,72 +178,69 @@ def test_config_ssh_command_and_wait_until_current(sshd: Sshd, tmp_path: Path, c
     assert fresh["hits"][0]["executionHostId"] == sshd.host_id
 
 
-def test_relay_refuses_until_the_owner_allows_it(sshd: Sshd, tmp_path: Path, client: Home) -> None:
+def test_relay_refuses_until_the_owner_allows_it(sshd: Sshd, remote: Remote, client: Home) -> None:
     """Before `aivault policy --relay on` on the remote: no-service and the status sentinel; after it, results."""
-    box = make_remote(tmp_path / "box", sessions=2, relay=False)
-    add_host(client, sshd, box)
-    env = ssh_env(client, sshd)
-    refused = run_cli(client.path, "search", "--host", sshd.host_id, "quokka", env=env)
-    assert refused.returncode == 3
-    assert "has no search service for ssh clients: its owner allows it there with `aivault policy --relay on`" \
-        in refused.stderr
-    no_service = run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env, check=True)
-    assert json.loads(no_service.stdout) == {"kind": "unavailable", "reason": "no-service"}
-    status = run_cli(client.path, "status", "--host", sshd.host_id, "--json", env=env, check=True)
-    assert json.loads(status.stdout) == STATUS_SENTINEL
-    # Consent on the client grants nothing there: only the remote's owner can turn it on.
-    assert run_cli(client.path, "policy", "--relay", "on", "--host", sshd.host_id).returncode != 0
-    box.cli("policy", "--relay", "on")
-    allowed = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
-                                 check=True).stdout)
-    assert len(allowed["hits"]) == 2
+    policy.set_relay(remote.home, False)
+    try:
+        add_host(client, sshd, remote)
+        env = ssh_env(client, sshd)
+        refused = run_cli(client.path, "search", "--host", sshd.host_id, "quokka", env=env)
+        assert refused.returncode == 3
+        assert "has no search service for ssh clients: its owner allows it there with `aivault policy --relay on`" \
+            in refused.stderr
+        status = run_cli(client.path, "status", "--host", sshd.host_id, "--json", env=env, check=True)
+        assert json.loads(status.stdout) == STATUS_SENTINEL
+        # Consent on the client grants nothing there: only the remote's owner can turn it on.
+        assert run_cli(client.path, "policy", "--relay", "on", "--host", sshd.host_id).returncode == 2
+        remote.cli("policy", "--relay", "on")
+        allowed = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
+                                     check=True).stdout)
+        assert len(allowed["hits"]) == 3
+    finally:
+        policy.set_relay(remote.home, True)
 
 
 def test_local_control_is_refused_for_relay_clients(sshd: Sshd, remote: Remote, client: Home) -> None:
     """Over ssh, clear and indexing are not-permitted by the relay itself; the consent/retention CLIs refuse --host."""
+    add_host(client, sshd, remote)
+    env = ssh_env(client, sshd)
+    for args in (["clear"], ["enable"], ["policy", "--history-days", "30"]):
+        proc = run_cli(client.path, *args, "--host", sshd.host_id, env=env)
+        assert proc.returncode == 2 and "run this command on" in proc.stderr, (args, proc.stderr)
+    rpc = run_cli(client.path, "rpc", METHOD_CLEAR, "{}", "--host", sshd.host_id, env=env)
+    assert rpc.returncode != 0 and "local control" in rpc.stderr, rpc.stderr
+    # The relay itself, past the client's own refusals, over the same ssh.
     relay = RelayProcess(remote, [*sshd.ssh_words(), "--", sshd.target, remote.command()])
     try:
         for method in (METHOD_CLEAR, METHOD_RECONCILE):
             rep = relay.call(method, {})
             assert not rep.ok and rep.value["code"] == ERR_NOT_PERMITTED and rep.value["name"] == "not-permitted"
-        assert relay.call(METHOD_SEARCH, {"query": "quokka"}).value["kind"] == "results"
+        # The remote's index is as it was.
+        assert len(relay.call(METHOD_SEARCH, {"query": "quokka"}).value["hits"]) == 3
     finally:
         assert relay.close() == 0
+
+
+def test_cursors_do_not_cross_hosts(sshd: Sshd, remote: Remote, client: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cursor from one ssh host pages there and is malformed-cursor on another host id, even of the same machine."""
     add_host(client, sshd, remote)
-    env = ssh_env(client, sshd)
-    for args in (["clear"], ["disable"], ["enable"], ["policy", "--history-days", "30"], ["policy", "--forever"],
-                 ["policy", "--relay", "off"]):
-        proc = run_cli(client.path, *args, "--host", sshd.host_id, env=env)
-        assert proc.returncode == 2 and "run this command on" in proc.stderr, (args, proc.stderr)
-    rpc = run_cli(client.path, "rpc", METHOD_CLEAR, "{}", "--host", sshd.host_id, env=env)
-    assert rpc.returncode != 0 and "local control" in rpc.stderr, rpc.stderr
-    # The remote's index and policy are as they were.
-    after = json.loads(run_cli(client.path, "search", "--host", sshd.host_id, "quokka", "--json", env=env,
-                               check=True).stdout)
-    assert len(after["hits"]) == 3
-
-
-def test_cursors_do_not_cross_hosts(sshd: Sshd, remote: Remote, client: Home, tmp_path: Path) -> None:
-    """A cursor from ssh: pages there, is malformed-cursor locally, and a local cursor is malformed-cursor there."""
-    add_host(client, sshd, remote)
-    env = ssh_env(client, sshd)
-    for i in range(2):
-        ClaudeWriter(tmp_path / "mine", cwd=f"/home/me/p{i}").user(f"my own quokka number{i}")
-    run_cli(client.path, "index", "--no-default-roots", "--root", f"claude={tmp_path / 'mine'}", check=True)
-
-    def search(*args: str) -> dict[str, object]:
-        out = run_cli(client.path, "search", "quokka", "--limit", "1", "--json", *args, env=env, check=True)
-        value: dict[str, object] = json.loads(out.stdout)
-        return value
-
-    there = search("--host", sshd.host_id)
-    here = search()
-    there_cursor = there["page"]["cursor"]  # type: ignore[index]
-    here_cursor = here["page"]["cursor"]  # type: ignore[index]
-    assert isinstance(there_cursor, str) and isinstance(here_cursor, str)
-    assert search("--host", sshd.host_id, "--cursor", there_cursor)["kind"] == "results"
-    assert search("--cursor", there_cursor) == {"kind": "malformed-cursor"}
-    assert search("--host", sshd.host_id, "--cursor", here_cursor) == {"kind": "malformed-cursor"}
+    twin = Host("ssh:127.0.0.1")  # the same sshd and relay under another id
+    run_cli(client.path, "hosts", "add", twin.id, "--relay-command", remote.command(), check=True)
+    host = Host(sshd.host_id)
+    monkeypatch.setenv(SSH_COMMAND_ENV, shlex.join(sshd.ssh_words()))
+    conns = HostConnections(client)
+    try:
+        first = conns.call(host, METHOD_SEARCH, {"query": "quokka", "limit": 1})
+        cursor = first["page"]["cursor"]
+        assert first["page"]["hasMore"] and cursor.startswith("@")
+        second = conns.call(host, METHOD_SEARCH, {"query": "quokka", "limit": 1, "cursor": cursor})
+        assert second["hits"][0]["sessionId"] != first["hits"][0]["sessionId"]
+        assert conns.call(twin, METHOD_SEARCH, {"query": "quokka", "limit": 1, "cursor": cursor}) == \
+            {"kind": "malformed-cursor"}
+        assert conns.call(twin, METHOD_SEARCH, {"query": "quokka", "limit": 1})["hits"][0]["executionHostId"] == \
+            twin.id
+    finally:
+        conns.close()
 
 
 def test_daemon_keeps_the_ssh_connection_and_lists_it(sshd: Sshd, remote: Remote, tmp_path: Path) -> None:
@@ -245,8 +251,7 @@ def test_daemon_keeps_the_ssh_connection_and_lists_it(sshd: Sshd, remote: Remote
     daemon = DaemonProcess(client, {}, extra_env={"AIVAULT_SSH_COMMAND": shlex.join(sshd.ssh_words())})
     try:
         def row() -> dict[str, object]:
-            listing = json.loads(run_cli(client.path, "hosts", "--json", check=True).stdout)
-            hosts: list[dict[str, object]] = listing["hosts"]
+            hosts: list[dict[str, object]] = daemon.call(METHOD_HOSTS, {"check": False})["hosts"]
             return next(h for h in hosts if h["id"] == sshd.host_id)
 
         assert row()["state"] == "closed"  # opened on first use, not before
@@ -254,6 +259,8 @@ def test_daemon_keeps_the_ssh_connection_and_lists_it(sshd: Sshd, remote: Remote
         assert {h["executionHostId"] for h in result["hits"]} == {sshd.host_id}
         first = row()
         assert first["protocol"] == 1 and first["lastError"] is None and first["lastSeenAt"]
+        listing = run_cli(client.path, "hosts", check=True).stdout
+        assert f"{sshd.host_id} · " in listing and "last seen never" not in listing
         assert wait_until(lambda: row()["state"] == "closed", timeout=20, interval=0.5)  # idle timeout: 1 s
         again = daemon.call(METHOD_SEARCH, {"query": "burrow"}, host=sshd.host_id)
         assert len(again["hits"]) == 3
