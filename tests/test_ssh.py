@@ -75,7 +75,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """A real sshd on 127.0.0.1 for the current user, with keys made for this test run only."""
     for tool in (SSHD, "ssh", "ssh-keygen"):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed: `./dev test` installs Debian's openssh-server and openssh-client "
+            pytest.skip(f"{tool} is not installed: `./dev test` installs Debian's openssh-server (which brings ssh) "
                         "when it has the rights")
     d = tmp_path_factory.mktemp("sshd")
     for name in ("host_key", "user_key"):
