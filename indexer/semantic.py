@@ -7,10 +7,20 @@ is never embedded twice: a re-read file reuses its vectors), and hands each boun
 the writer thread, which commits the vectors, the new watermark and the epoch in one
 transaction and then adds them to the FAISS index. A killed worker resumes at the committed
 watermark, so finished chunks are never embedded again.
+
+Searches come first (``SearchGate``): no unit of background work -- a model call, a read of
+the next chunks, a publication -- starts while a search is in flight or within
+``YIELD_AFTER_SEARCH_S`` of the last one ending. A unit already running finishes (a model
+call cannot be cut short), which is why calls are small (``EMBED_CALL``). So that a steady
+stream of searches cannot starve embedding, a worker held back ``MAX_HELD_S`` in a row starts
+one unit anyway, at one thread: under constant searching it still gets about one call per
+``MAX_HELD_S``.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,9 +37,15 @@ from aivault.indexer import schema as q
 
 _log = log.get("semantic")
 
-# Texts per model call: small enough that the thread count can follow what else runs between
-# calls (~170 ms at one thread), large enough to keep llama.cpp's packing (same texts/s as 64).
-EMBED_CALL = 8
+# Texts per model call: a search that arrives during a call shares the CPU with it until it ends,
+# so calls are short (~85 ms at one thread for ~200-character texts), yet still one llama.cpp
+# pack of several texts (packs of 128 tokens embed as many texts/s as 256: docs/design.md §7).
+EMBED_CALL = 4
+# No unit of background work starts while a search runs or this soon after one ended: the next
+# page, a refined query and the bench's back-to-back queries all come within it.
+YIELD_AFTER_SEARCH_S = 0.3
+# A worker held back this long in a row starts one unit anyway (its share under steady searching).
+MAX_HELD_S = 1.0
 # Two threads must beat one by this factor to be kept; else one thread for BOOST_BACKOFF_S.
 BOOST_MIN_GAIN = 1.25
 BOOST_BACKOFF_S = 60.0
@@ -68,7 +84,7 @@ class Publication:
 
 @dataclass(slots=True)
 class SemanticStats:
-    state: str = "idle"  # idle | loading | rebuilding | embedding | current | unavailable
+    state: str = "idle"  # idle | loading | rebuilding | embedding | current | unavailable | paused
     error: str | None = None
     embedded_total: int = 0  # texts embedded by this process
     reused_total: int = 0  # chunks whose text already had a vector
@@ -83,6 +99,64 @@ class SemanticStats:
         self.rate_window = [(t, k) for t, k in self.rate_window if now - t <= 60.0]
         span = now - self.rate_window[0][0] if len(self.rate_window) > 1 else 0.0
         self.rate_per_s = sum(k for _, k in self.rate_window[1:]) / span if span > 0 else 0.0
+
+
+class SearchGate:
+    """When background work may start: never while a search is in flight, nor within
+    ``quiet_after_s`` of the last search ending -- except that a worker held back ``max_held_s`` in
+    a row starts one unit anyway (the duty cycle: embedding is slowed by searches, never stopped).
+
+    Searches call ``begins``/``ends`` (any thread); the worker calls ``enter`` before each unit.
+    Both take one lock, so once ``begins`` has returned no unit starts unless it is forced, and the
+    counters say exactly what happened: ``started`` units, ``held`` times a unit had to wait,
+    ``forced`` units started while a search was in flight or had just ended.
+    """
+
+    def __init__(self, quiet_after_s: float = YIELD_AFTER_SEARCH_S, max_held_s: float = MAX_HELD_S) -> None:
+        self.quiet_after_s = quiet_after_s
+        self.max_held_s = max_held_s
+        self._cond = threading.Condition()
+        self.in_flight = 0
+        self._last_end = -math.inf
+        self.started = 0
+        self.held = 0
+        self.forced = 0
+
+    def begins(self) -> None:
+        with self._cond:
+            self.in_flight += 1
+
+    def ends(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._last_end = time.monotonic()
+            self._cond.notify_all()
+
+    def recent(self, within_s: float) -> bool:
+        """A search is in flight or ended less than ``within_s`` ago."""
+        return self.in_flight > 0 or time.monotonic() - self._last_end < within_s
+
+    def enter(self, stop: threading.Event) -> bool:
+        """Wait until a unit of background work may start and count it; False when ``stop`` is set."""
+        with self._cond:
+            held_since: float | None = None
+            while not stop.is_set():
+                now = time.monotonic()
+                quiet_in = self._last_end + self.quiet_after_s - now
+                if self.in_flight == 0 and quiet_in <= 0:
+                    self.started += 1
+                    return True
+                if held_since is None:
+                    held_since = now
+                    self.held += 1
+                share_in = held_since + self.max_held_s - now
+                if share_in <= 0:
+                    self.forced += 1
+                    self.started += 1
+                    return True
+                # Woken by ``ends``; the timeout also lets ``stop`` be seen.
+                self._cond.wait(min(share_in, quiet_in if self.in_flight == 0 else share_in, 0.25))
+            return False
 
 
 class ThreadChooser:
@@ -124,9 +198,11 @@ class SemanticWorker:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, make_embedder: Callable[[], Embedder],
                  publish: Callable[[Publication], Future[int]], after_publish: Callable[[int], None],
-                 prepare: Callable[[], int], quiet: Callable[[], bool] = lambda: False) -> None:
+                 prepare: Callable[[], int], quiet: Callable[[], bool] = lambda: False,
+                 gate: SearchGate | None = None) -> None:
         self._con = con
         self._quiet = quiet
+        self.gate = gate or SearchGate()
         self._make = make_embedder
         self._publish = publish
         self._after_publish = after_publish
@@ -184,6 +260,12 @@ class SemanticWorker:
     def _loop(self, cur: duckdb.DuckDBPyConnection, embedder: Embedder) -> None:
         # The index must reflect DuckDB (sidecar or rebuild) before anything is added to it.
         watermark = self._prepare()
+        if os.environ.get("AIVAULT_EMBED_PAUSED") == "1":
+            # The idle baseline of bench/background.py: searches use the stored vectors as usual
+            # (the same routes), and nothing new is embedded.
+            self.stats.state = "paused"
+            self._stop.wait()
+            return
         pending_hashes: list[int] = []
         pending_blobs: list[bytes] = []
         pending_ids: list[int] = []
@@ -194,7 +276,7 @@ class SemanticWorker:
         set_threads: Callable[[int], None] = getattr(embedder, "set_threads", lambda n: None)
         base = int(getattr(embedder, "threads", 1))
         chooser = ThreadChooser(base, int(getattr(embedder, "boost_threads", base)))
-        while not self._stop.is_set():
+        while self.gate.enter(self._stop):
             cur.execute("BEGIN TRANSACTION")
             try:
                 rows = cur.execute(q.SELECT_TO_EMBED, [watermark, READ_BATCH]).fetchall()
@@ -220,7 +302,7 @@ class SemanticWorker:
                         todo[h] = text
                 items = list(todo.items())
                 for i in range(0, len(items), EMBED_CALL):
-                    if self._stop.is_set():
+                    if not self.gate.enter(self._stop):
                         return
                     part = items[i : i + EMBED_CALL]
                     texts = [t for _, t in part]
@@ -244,6 +326,8 @@ class SemanticWorker:
             due = pending_ids and (not rows or len(pending_ids) >= PUBLISH_MAX_CHUNKS
                                    or time.monotonic() - last_publish >= PUBLISH_EVERY_S)
             if due:
+                if not self.gate.enter(self._stop):
+                    return
                 pub = Publication(pending_hashes, pending_blobs, np.asarray(pending_ids, np.int64),
                                   np.vstack(pending_vecs).astype(np.float32), watermark)
                 epoch = self._publish(pub).result()

@@ -25,7 +25,7 @@ from aivault.errors import EmbedError
 from aivault.home import Home
 from aivault.indexer import schema as q
 from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
-from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
+from aivault.indexer.semantic import Publication, SearchGate, SemanticWorker, from_blobs, to_blob
 from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
 from aivault.indexer.writer import Writer
 
@@ -33,7 +33,8 @@ _log = log.get("vectors")
 
 SIDECAR_NAME = "vectors.faiss"
 SAVE_AFTER_IDLE_S = 30.0
-# Background embedding uses its extra thread only once searches have been quiet this long.
+# Background embedding uses its extra thread only once searches have been quiet this long. (It
+# starts no work at all while a search runs and shortly after: SearchGate, indexer/semantic.py.)
 QUIET_AFTER_SEARCH_S = 2.0
 VECTOR_CANDIDATES = 200
 
@@ -80,9 +81,9 @@ class VectorService:
         self._dirty = False
         self._last_change = time.monotonic()
         self._busy = busy
-        self._last_search = 0.0
+        self.gate = SearchGate()
         self.worker = SemanticWorker(con, self._load, self._publish, self._after_publish, self._prepare,
-                                     quiet=self._quiet)
+                                     quiet=self._quiet, gate=self.gate)
         self._embedder: Embedder | None = None
 
     @property
@@ -212,12 +213,16 @@ class VectorService:
 
     def _quiet(self) -> bool:
         """Nothing else wants the CPU: no scan pass or merge, no search for a little while."""
-        return time.monotonic() - self._last_search >= QUIET_AFTER_SEARCH_S and not self._busy()
+        return not self.gate.recent(QUIET_AFTER_SEARCH_S) and not self._busy()
 
     # --- query side -------------------------------------------------------------------------------
-    def note_search(self) -> None:
-        """Called as every search starts and ends: the background worker steps back to one thread."""
-        self._last_search = time.monotonic()
+    def search_begins(self) -> None:
+        """Called as every search starts: no background work starts until it ends (``SearchGate``)."""
+        self.gate.begins()
+
+    def search_ends(self) -> None:
+        """Called as every search ends, however it ends."""
+        self.gate.ends()
 
     def ready(self) -> bool:
         index = self.index
@@ -284,7 +289,10 @@ class ReadOnlyVectors:
     def sidecar(self) -> Path:
         return self.home.path / SIDECAR_NAME
 
-    def note_search(self) -> None:
+    def search_begins(self) -> None:
+        """No background worker in a read-only process."""
+
+    def search_ends(self) -> None:
         """No background worker in a read-only process."""
 
     def _state(self) -> tuple[SidecarHeader, int] | None:

@@ -79,7 +79,10 @@ class _DeferredVectors:
             self._real = ReadOnlyVectors(self._home, self._con, self._make, fingerprint)
         return self._real
 
-    def note_search(self) -> None:
+    def search_begins(self) -> None:
+        """No background worker in a read-only process."""
+
+    def search_ends(self) -> None:
         """No background worker in a read-only process."""
 
     def ready(self) -> bool:

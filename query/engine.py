@@ -129,11 +129,11 @@ class Engine:
             if pos.query_key != qk:
                 return {"kind": "malformed-cursor"}
         if self.vectors is not None:
-            self.vectors.note_search()  # background embedding leaves the other core to searches
+            self.vectors.search_begins()  # background embedding starts no work until it ends
             try:
                 return self._search(req, pos, qk, freshness_truncated, force_route)
             finally:
-                self.vectors.note_search()
+                self.vectors.search_ends()
         return self._search(req, pos, qk, freshness_truncated, force_route)
 
     def _search(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
