@@ -185,6 +185,15 @@ def _on_sigint(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command's own handling is in place (while modules load or the
+        # arguments are parsed) ends the call as quietly as one during it.
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     args = build_parser(_command_word(words)).parse_args(words)
     log.configure("warning")

@@ -2,6 +2,9 @@
 
 import sys
 
-from aivault.cli import main
+try:
+    from aivault.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the CLI's modules load: no traceback
+    sys.exit(130)
 
 sys.exit(main())
