@@ -95,8 +95,11 @@ def session_sig(session: dict[str, Any]) -> bytes:
 
 
 def plan_batch(header: dict[str, Any], payload: BatchPayload, files: dict[str, FileEntry],
-               sess_sig: dict[int, bytes], meta: Meta) -> BatchPlan:
-    """Check every file part against the committed state and work out the rows to write."""
+               sess_sig: dict[int, bytes], meta: Meta, titles: dict[tuple[str, str], str] | None = None) -> BatchPlan:
+    """Check every file part against the committed state and work out the rows to write.
+
+    ``titles``: the stored titles; a title the batch repeats unchanged (a new scanner sends them
+    all again) is not written and does not advance the generation."""
     parts: list[dict[str, Any]] = header.get("files") or []
     n_chunks = len(payload.columns["text"])
     if n_chunks and max(payload.columns["file"]) >= len(parts):
@@ -107,7 +110,8 @@ def plan_batch(header: dict[str, Any], payload: BatchPayload, files: dict[str, F
         _plan_part(plan, part, files, sess_sig)
     plan.gone = [p for p in header.get("gone") or [] if p in files and p not in plan.pending]
     # One title per session: a later entry (a newer source) replaces an earlier one of the batch.
-    plan.titles = list({(t[0], t[1]): t for t in header.get("titles") or []}.values())
+    plan.titles = [t for t in {(t[0], t[1]): t for t in header.get("titles") or []}.values()
+                   if titles is None or titles.get((t[0], t[1])) != t[2]]
     plan.changed = plan.changed or n_chunks > 0 or bool(plan.gone) or bool(plan.titles)
     return plan
 

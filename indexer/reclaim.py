@@ -53,7 +53,8 @@ TMP_SUFFIX = ".reclaim"
 STEPS = ("attached", "copied", "detached", "closed", "renamed")
 _ATTACHED_AS = "aivault_reclaim"
 # Test hook: "STEP:PATH" writes STEP to PATH when the reclaim reaches STEP, then waits to be killed
-# (tests/test_reclaim.py kills the process there with SIGKILL).
+# (tests/test_reclaim.py kills the process there with SIGKILL); "STEP:PATH:SECONDS" waits that long
+# and goes on (a search or a reconcile is then sent while the reclaim is held there).
 PAUSE_ENV = "AIVAULT_RECLAIM_PAUSE"
 
 CATALOG = """SELECT 'table', table_name, sql FROM duckdb_tables() WHERE database_name = $db
@@ -82,8 +83,8 @@ class Usage:
     def ratio(self) -> float:
         return self.file_bytes / self.used_bytes if self.used_bytes else 1.0
 
-    def due(self, ratio: float = RECLAIM_RATIO, min_free: int = RECLAIM_MIN_FREE_BYTES) -> bool:
-        return self.ratio > ratio and self.file_bytes - self.used_bytes >= min_free
+    def due(self) -> bool:
+        return self.ratio > RECLAIM_RATIO and self.file_bytes - self.used_bytes >= RECLAIM_MIN_FREE_BYTES
 
     def as_dict(self) -> dict[str, int]:
         return {"fileBytes": self.file_bytes, "usedBytes": self.used_bytes, "freeBytes": self.free_bytes}
@@ -132,8 +133,11 @@ def pause_at(step: str) -> None:
     spec = os.environ.get(PAUSE_ENV)
     if not spec or spec.partition(":")[0] != step:
         return
-    marker = Path(spec.partition(":")[2])
-    marker.write_text(step)
+    where, _, seconds = spec.partition(":")[2].partition(":")
+    Path(where).write_text(step)
+    if seconds:
+        time.sleep(float(seconds))
+        return
     while True:
         time.sleep(1)
 

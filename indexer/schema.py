@@ -161,6 +161,7 @@ MARK_GONE_SESSIONS: Final = """UPDATE sessions SET present = false
     WHERE file_id IN (SELECT file_id FROM files WHERE path IN (SELECT path FROM b_gone))"""
 DELETE_TITLES: Final = """DELETE FROM titles WHERE (agent, session_id) IN (SELECT agent, session_id FROM b_titles)"""
 INSERT_TITLES: Final = "INSERT INTO titles SELECT agent, session_id, title FROM b_titles"
+SELECT_TITLES: Final = "SELECT agent, session_id, title FROM titles"
 INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT term FROM b_vocab"
 
 # Segment maintenance (indexer/segments.py).

@@ -66,6 +66,8 @@ class Writer:
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
                                          int(oversized), bool(expired), load_skips(skips))
         self.sess_sig: dict[int, bytes] = {}
+        self.titles: dict[tuple[str, str], str] = {(str(a), str(s)): str(t)
+                                                   for a, s, t in con.execute(q.SELECT_TITLES).fetchall()}
         row = con.execute(q.SELECT_VECTOR_STATE).fetchone()
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
         # Chunk ids deleted since the vector index last took them out (it must drop them too).
@@ -92,7 +94,7 @@ class Writer:
         offsets, build the Arrow tables, commit them in one transaction, then move the in-memory view."""
         payload = decode_batch(header, frames)
         try:
-            plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta)
+            plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta, self.titles)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # A file part without a field it needs, or one of the wrong type: the batch is malformed
             # (the scanner sets its files aside), never a crash of the indexer's loop.
@@ -173,6 +175,8 @@ class Writer:
             self.sess_sig.pop(sess, None)
         for sess, row in plan.sess_rows.items():
             self.sess_sig[sess] = session_sig(row)
+        for agent, session_id, title in plan.titles:
+            self.titles[(agent, session_id)] = title
         self.segments.active.rows += plan.n_postings
 
     def _write_meta(self, m: Meta) -> None:
