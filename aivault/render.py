@@ -184,6 +184,9 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
         if "chunks" in stats:
             sizes += [f"chunks {stats['chunks']:,}", f"segments {len(stats.get('segments') or [])}"]
         print(" · ".join(sizes), file=out)
+        disk = disk_line(stats.get("disk"), stats.get("lastReclaim"))
+        if disk:
+            print(disk, file=out)
         for line in skip_lines(stats.get("skipped") or {}):
             print(st(DIM, f"  not indexed: {line}"), file=out)
         if stats.get("writeError"):
@@ -201,6 +204,20 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
                   f"{stats.get('semanticRatePerS', 0):.1f}/s{on} · model {stats.get('semanticModel') or '-'}", file=out)
             if stats.get("semanticError"):
                 print(st(RED, f"  {stats['semanticError']}"), file=out)
+
+
+def disk_line(disk: dict[str, int] | None, last: dict[str, Any] | None) -> str:
+    """The index file's size beside its used data, and what the last reclaim did (indexer/reclaim.py)."""
+    if not disk:
+        return ""
+    line = f"index file {disk['fileBytes'] / 1e6:,.0f} MB · data {disk['usedBytes'] / 1e6:,.0f} MB"
+    if last:
+        if last.get("done"):
+            line += (f" · reclaimed {when(last.get('at'))}: {last['before']['fileBytes'] / 1e6:,.0f} -> "
+                     f"{last['after']['fileBytes'] / 1e6:,.0f} MB in {last.get('seconds', 0):.1f} s")
+        else:
+            line += f" · not reclaimed {when(last.get('at'))}: {last.get('reason')}"
+    return line
 
 
 def watch_line(watch: list[dict[str, Any]] | None, st: Style, out: TextIO) -> None:

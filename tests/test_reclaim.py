@@ -324,6 +324,8 @@ def test_a_daemon_answers_searches_and_reconciles_across_a_swap(corpus: Path, un
         assert st["lastReclaim"]["before"]["fileBytes"] > reclaim.RECLAIM_RATIO * disk["usedBytes"]
         assert d.call(METHOD_STATUS)["generation"] == generation
         assert [_comparable(d.call(METHOD_SEARCH, q)) for q in queries] == expected
+        shown = run_cli(h.path, "status")
+        assert shown.returncode == 0 and "index file" in shown.stdout and "reclaimed" in shown.stdout, shown
     finally:
         d.stop()
 
