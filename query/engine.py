@@ -20,7 +20,6 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import duckdb
-import numpy as np
 
 from aivault import log
 from aivault.errors import MalformedCursor
@@ -44,8 +43,6 @@ from aivault.text import TOKENIZER_VERSION, query_terms
 
 _log = log.get("query.engine")
 
-_NO_IDS = np.zeros(0, np.int64)
-_NO_SIMS = np.zeros(0, np.float32)
 
 
 class Engine:
@@ -207,7 +204,12 @@ class Engine:
             lexical = []
             plan = Plan("vector", query_terms(req.text), tried=["vector"])
         found = pending.result()
-        ids, sims = found if found else (_NO_IDS, _NO_SIMS)
+        if found:
+            ids, sims = found
+        else:  # NumPy is loaded by then (the vector code uses it); a lexical search never imports it
+            import numpy as np
+
+            ids, sims = np.zeros(0, np.int64), np.zeros(0, np.float32)
         filt_sql, filt_args = filter_clause(req)
         vector = vector_sessions(cur, ids, sims, filt_sql, filt_args, req.scope == "conversation")
         updated = {**lex_updated, **{n.sess: n.updated for n in vector}}

@@ -41,13 +41,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
-import numpy as np
 
 from aivault.protocol import Kind
 from aivault.query import sql
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RRF_K = 20
 STRICT_ROUTES = ("phrase", "all")
