@@ -102,6 +102,7 @@ class LocalService:
         self._deferred: list[tuple[bool, Future[dict[str, Any]]]] = []
         self._reclaim_checked: tuple[object, ...] | None = None
         self.last_reclaim: dict[str, Any] | None = None
+        self._copying: duckdb.DuckDBPyConnection | None = None  # the cursor a reclaim copies through
         try:
             self.indexer = self._new_indexer(meta)
         except UNREADABLE as exc:
@@ -135,6 +136,11 @@ class LocalService:
 
     def stop(self) -> None:
         self._health_stop.set()
+        copying = self._copying
+        if copying is not None:
+            # Shutting down in the middle of a reclaim's copy: it is abandoned (the index stays as it was).
+            with contextlib.suppress(duckdb.Error):
+                copying.interrupt()
         if self._health is not None:
             self._health.join(10)
         with self._transition, self.lifecycle.exclusive():
@@ -267,13 +273,17 @@ class LocalService:
                 t_copy = time.monotonic()
                 try:
                     with self.lifecycle.shared():
-                        cur = self.con.cursor()
+                        cur = self._copying = self.con.cursor()
                         try:
                             tmp = reclaim_mod.copy(cur, db)
                         finally:
+                            self._copying = None
                             cur.close()
                 except (reclaim_mod.ReclaimFailed, OSError) as exc:
-                    _log.error("reclaim failed: the index is as it was", reason=str(exc))
+                    if self._health_stop.is_set():
+                        _log.info("reclaim abandoned: the service is stopping (the index is as it was)")
+                    else:
+                        _log.error("reclaim failed: the index is as it was", reason=str(exc))
                     self.last_reclaim = {**record, "reason": str(exc)}
                     self._follow(ix, read_meta(self.con))
                     return self.last_reclaim
@@ -335,7 +345,7 @@ class LocalService:
     def _end_reclaim(self, start: bool) -> None:
         """Start the next indexer (if one ran) and hand it the reconcile requests that waited."""
         ix = self.indexer
-        if start and self.policy.enabled and not self.read_only and not ix.started:
+        if start and self.policy.enabled and not self.read_only and not ix.started and not self._health_stop.is_set():
             ix.start()
         with self._reclaim_gate:
             self._reclaiming = False
