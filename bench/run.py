@@ -35,6 +35,7 @@ import duckdb
 
 from aivault import policy
 from aivault.home import Home, write_private
+from aivault.indexer.reclaim import RECLAIM_RATIO
 from aivault.text import query_terms, term_hash
 from bench import mix_compare
 from bench.gen_corpus import generate
@@ -149,7 +150,8 @@ def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> d
 
 
 # --- one size ----------------------------------------------------------------------------------
-def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybrid: bool = False) -> dict[str, Any]:
+def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybrid: bool = False,
+               daemon_disk: bool = True) -> dict[str, Any]:
     print(f"== {label}: {n:,} messages", flush=True)
     corpus, manifest = corpus_for(base, n, seed)
     home = base / f"home-{label}"
@@ -176,9 +178,12 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
     res["scanner_peak_rss_mb"] = summary["scannerPeakRssKb"] / 1024
     res["index_size_mb"] = dir_size(home) / 1e6
     res["index_used_mb"] = used_size(h.db_path) / 1e6
+    res["reclaim"] = reclaim_figures(summary.get("reclaim"))
     print(f"  indexed in {wall:.1f} s: {res['index_msgs_per_s']:,.0f} msg/s, {res['index_mb_per_s']:.1f} MB/s; "
           f"RSS indexer {res['indexer_peak_rss_mb']:.0f} MB, scanner {res['scanner_peak_rss_mb']:.0f} MB; "
           f"index {res['index_size_mb']:.0f} MB", flush=True)
+    print(f"  disk after the one-shot index: file {res['index_size_mb']:.0f} MB, data {res['index_used_mb']:.0f} MB "
+          f"({res['index_size_mb'] / res['index_used_mb']:.2f}x); {_reclaim_text(res['reclaim'])}", flush=True)
 
     queries = pick_queries(h.db_path, seed)
     res["queries"] = {k: len(v) for k, v in queries.items()}
@@ -222,6 +227,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
                   f"{v['engine_p50']:.1f} ms)", flush=True)
     b = res["batch"]
     print(f"  new batch searchable: {b['searchable_ms']:.0f} ms (reconcile {b['reconcile_ms']:.0f} ms)", flush=True)
+    if daemon_disk:
+        res["daemon_disk"] = daemon_built_disk(label, corpus, base)
     if agentsview:
         from bench.agentsview import run_agentsview
 
@@ -242,6 +249,75 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
               f"({hy['worker_rate_per_s']}/s); with no search running: {hy.get('worker_idle_rate_per_s')}/s",
               flush=True)
     return res
+
+
+def reclaim_figures(r: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a reclaim (indexer/reclaim.py) reported, in MB and seconds; None when none ran."""
+    if not r:
+        return None
+    out: dict[str, Any] = {"done": bool(r.get("done")), "before_file_mb": r["before"]["fileBytes"] / 1e6,
+                           "before_used_mb": r["before"]["usedBytes"] / 1e6, "reason": r.get("reason")}
+    if r.get("done"):
+        out.update(after_file_mb=r["after"]["fileBytes"] / 1e6, after_used_mb=r["after"]["usedBytes"] / 1e6,
+                   seconds=r["seconds"], copy_s=r["copySeconds"], swap_s=r["swapSeconds"])
+    return out
+
+
+def _reclaim_text(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return "no reclaim (not due)"
+    if not r["done"]:
+        return f"reclaim refused: {r['reason']}"
+    return (f"reclaimed {r['before_file_mb']:.0f} -> {r['after_file_mb']:.0f} MB in {r['seconds']:.1f} s "
+            f"(copy {r['copy_s']:.1f} s, swap and reopen {r['swap_s']:.2f} s)")
+
+
+def daemon_built_disk(label: str, corpus: Path, base: Path, timeout_s: float = 1800) -> dict[str, Any]:
+    """Disk after a daemon built the index from nothing: `aivault serve` freezes and merges as it
+    indexes (no bulk load), and reclaims once idle after its merges. The file and used sizes are
+    read from indexStats: before the reclaim (as its record says) and after it."""
+    from aivault.broker.client import RpcClient
+
+    home = base / f"home-{label}-daemon"
+    if home.exists():
+        shutil.rmtree(home)
+    h = Home.resolve(home).ensure()
+    policy.save(h, policy.Policy(True, None))
+    write_private(h.config_path, b'{"embed": {"enabled": false}}')
+    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)],
+                              env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        rpc = RpcClient.for_home(h, timeout_s=120)
+        deadline = time.monotonic() + 60
+        while rpc.ping() is None:
+            if time.monotonic() > deadline:
+                raise SystemExit("the daemon did not start")
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        rpc.call("aiVault.reconcile", {"full": True}, timeout_s=timeout_s)
+        indexed_s = time.monotonic() - t0
+        deadline = time.monotonic() + timeout_s
+        stats = rpc.call("aiVault.indexStats", {})
+        # Done when a reclaim has run, or when it is idle after its merges with nothing to reclaim.
+        idle_since: float | None = None
+        while stats.get("lastReclaim") is None and time.monotonic() < deadline:
+            disk = stats["disk"]
+            idle = not stats.get("merging") and disk["fileBytes"] <= RECLAIM_RATIO * disk["usedBytes"]
+            idle_since = (idle_since or time.monotonic()) if idle else None
+            if idle_since is not None and time.monotonic() - idle_since > 30:
+                break
+            time.sleep(0.5)
+            stats = rpc.call("aiVault.indexStats", {})
+        rpc.close()
+    finally:
+        daemon.terminate()
+        daemon.wait(60)
+    disk = stats["disk"]
+    out = {"indexed_s": indexed_s, "file_mb": disk["fileBytes"] / 1e6, "used_mb": disk["usedBytes"] / 1e6,
+           "reclaim": reclaim_figures(stats.get("lastReclaim"))}
+    print(f"  disk after the daemon built it: file {out['file_mb']:.0f} MB, data {out['used_mb']:.0f} MB "
+          f"({out['file_mb'] / out['used_mb']:.2f}x); {_reclaim_text(out['reclaim'])}", flush=True)
+    return out
 
 
 def quiet(rpc: Any, timeout_s: float = 600) -> None:
@@ -312,7 +388,7 @@ def _dig(r: dict[str, Any], path: tuple[str, ...]) -> Any:
     """The value at ``path`` in a result, or None where a level is missing."""
     v: Any = r
     for key in path:
-        if key not in v:
+        if not isinstance(v, dict) or key not in v:
             return None
         v = v[key]
     return v
@@ -330,6 +406,14 @@ def _field(fmt: str, *path: str) -> Callable[[dict[str, Any]], str]:
     def cell(r: dict[str, Any]) -> str:
         v = _dig(r, path)
         return "-" if v is None else fmt.format(v)
+
+    return cell
+
+
+def _reclaim_cell(*path: str) -> Callable[[dict[str, Any]], str]:
+    def cell(r: dict[str, Any]) -> str:
+        v = _dig(r, path)
+        return "-" if not v or not v.get("done") else f"{v['seconds']:.1f} ({v['copy_s']:.1f})"
 
     return cell
 
@@ -356,6 +440,12 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         ("daemon RSS MB (serving)", _field("{:.0f}", "daemon_rss_mb")),
         ("index file MB", _field("{:.0f}", "index_size_mb")),
         ("index data MB (used blocks)", _field("{:.0f}", "index_used_mb")),
+        ("  file MB before the reclaim", _field("{:.0f}", "reclaim", "before_file_mb")),
+        ("  reclaim s (copy s)", _reclaim_cell("reclaim")),
+        ("daemon-built index file MB", _field("{:.0f}", "daemon_disk", "file_mb")),
+        ("  data MB (used blocks)", _field("{:.0f}", "daemon_disk", "used_mb")),
+        ("  file MB before the reclaim", _field("{:.0f}", "daemon_disk", "reclaim", "before_file_mb")),
+        ("  reclaim s (copy s)", _reclaim_cell("daemon_disk", "reclaim")),
         ("new batch searchable ms", _field("{:.0f}", "batch", "searchable_ms")),
         ("  of which indexer commit ms", _field("{:.1f}", "batch", "apply_ms")),
     ]
@@ -388,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agentsview", action="store_true", help="also run AgentsView on the same corpus")
     ap.add_argument("--hybrid", action="store_true",
                     help="also measure hybrid latency with vectors (see bench/hybrid.py)")
+    ap.add_argument("--no-daemon-disk", action="store_true",
+                    help="skip building the index a second time through `aivault serve` for its disk figures")
     ap.add_argument("--mix-compare", action="store_true",
                     help="instead: index time of a Claude+Codex corpus vs the same size split across agents")
     ap.add_argument("--size", default="100k", help="--mix-compare: the corpus size (10k, 100k, 1m)")
@@ -403,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
                                env_for(base))
     results: dict[str, dict[str, Any]] = {}
     for label in args.sizes.split(","):
-        results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview, args.hybrid)
+        results[label] = bench_size(label, SIZES[label], base, args.seed, args.agentsview, args.hybrid,
+                                    not args.no_daemon_disk)
     (base / "results.json").write_text(json.dumps(results, indent=2))
     print()
     print(table(results))
