@@ -20,7 +20,7 @@ import duckdb
 from aivault.query import bm25, sql
 from aivault.query.records import Plan, Row, Snapshot
 from aivault.query.request import SearchRequest
-from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, term_hash
+from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize, query_terms, stem, term_hash
 
 # Typo repair is tried for queries of at most this many terms.
 TYPO_MAX_TERMS = 3
@@ -57,10 +57,10 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
             if not repaired:
                 continue
             for new in repaired.values():
-                hashes[new] = term_hash(new)
-            df.update(document_frequencies(cur, snap, [hashes[n] for n in repaired.values()]))
+                hashes[stem(new)] = term_hash(stem(new))  # the vocabulary keeps words as written
+            df.update(document_frequencies(cur, snap, [hashes[stem(n)] for n in repaired.values()]))
         tried.append(route)
-        use = [repaired.get(t, t) for t in terms] if route in ("typo", "any") else terms
+        use = [stem(repaired[t]) if t in repaired else t for t in terms] if route in ("typo", "any") else terms
         if route == "any":
             # Any-word matching on "the" or "my" alone is noise: keep the words that say something.
             use = [t for t in use if t not in FUNCTION_WORDS] or use
@@ -91,9 +91,9 @@ def repair(cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -
             continue
         best_d = rows[0][1]
         cands = [str(t) for t, d in rows if d == best_d]
-        dfs = document_frequencies(cur, snap, [term_hash(c) for c in cands])
-        ranked = sorted(cands, key=lambda c: (-dfs.get(term_hash(c), 0), c))
-        if dfs.get(term_hash(ranked[0]), 0) > 0:
+        dfs = document_frequencies(cur, snap, [term_hash(stem(c)) for c in cands])
+        ranked = sorted(cands, key=lambda c: (-dfs.get(term_hash(stem(c)), 0), c))
+        if dfs.get(term_hash(stem(ranked[0])), 0) > 0:
             out[word] = ranked[0]
     return out
 

@@ -36,12 +36,13 @@ def _escape(text: str) -> str:
 def _token_hit(token: str, terms: set[str]) -> tuple[str | None, bool]:
     """The query term a surface token matches (or None), and whether only a CJK part of it is marked."""
     if token.isascii():
-        # Every term an ASCII token yields (the word and its identifier parts) is a substring
-        # of its lower-cased form: most tokens are ruled out without cutting them into terms.
+        # Every term an ASCII token yields (the word and its identifier parts, stemmed) is a
+        # substring of its lower-cased form, but for a stem's final y turned i ("happy" -> "happi"):
+        # most tokens are ruled out without cutting them into terms.
         low = token.lower()
         if low in terms:
             return low, False
-        if not any(t in low for t in terms):
+        if not any((t[:-1] if t.endswith("i") else t) in low for t in terms):
             return None, False
     produced = token_terms(normalize(token))
     hit = next((t for t in produced if t in terms), None)

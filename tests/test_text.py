@@ -11,6 +11,9 @@ from aivault.text import (
     chunk_text,
     normalize,
     query_terms,
+    query_words,
+    stem,
+    surface_terms,
     term_hash,
     token_terms,
     tool_index_text,
@@ -43,18 +46,39 @@ def test_the_fast_ascii_path_yields_exactly_the_regex_terms() -> None:
 
 def test_identifiers_are_indexed_whole_and_split() -> None:
     """camelCase, snake_case, digits and acronyms produce the whole word and its parts."""
-    assert token_terms("resolveTerminalPath") == ["resolveterminalpath", "resolve", "terminal", "path"]
+    assert surface_terms("resolveTerminalPath") == ["resolveterminalpath", "resolve", "terminal", "path"]
+    assert surface_terms("foo_bar") == ["foo_bar", "foo", "bar"]
+    assert surface_terms("HTTPServer") == ["httpserver", "http", "server"]
+    assert surface_terms("#123") == ["#123", "123"]
+    assert surface_terms("C++") == ["c++"]
+    assert surface_terms("plain") == ["plain"]
+    # The index terms are the same words stemmed.
+    assert token_terms("resolveTerminalPath") == ["resolveterminalpath", "resolv", "termin", "path"]
     assert token_terms("foo_bar") == ["foo_bar", "foo", "bar"]
-    assert token_terms("HTTPServer") == ["httpserver", "http", "server"]
-    assert token_terms("#123") == ["#123", "123"]
-    assert token_terms("C++") == ["c++"]
-    assert token_terms("plain") == ["plain"]
+
+
+def test_plain_words_are_stemmed_on_both_sides_and_identifiers_are_not() -> None:
+    """Inflections share one term (painted/painting/paints), identifiers with digits or _ keep theirs."""
+    assert {stem(w) for w in ("painted", "painting", "paints", "paint")} == {"paint"}
+    assert token_terms("Painting") == ["paint"] and query_terms("painted classes") == ["paint", "class"]
+    assert stem("foo_bar") == "foo_bar" and stem("x86") == "x86" and stem("c++") == "c++" and stem("修復") == "修復"
+    assert query_words("Painted Classes") == ["painted", "classes"]
+    assert _postings("she paints") == _postings("she painted") == _postings("she painting")
+
+
+def test_the_vocabulary_keeps_words_as_written() -> None:
+    """Typo repair suggests real words: the vocabulary gets "widgets", never the stem "widget"."""
+    tok = Tokenizer()
+    tok.add(0, "widgets and Widgets")
+    tok.finish()
+    assert tok.drain_new_terms() == ["widgets", "and"]
 
 
 def test_queries_use_whole_words_and_cjk_bigrams() -> None:
     """A query asks for whole lower-cased words; CJK runs become bigrams; duplicates collapse."""
     assert query_terms("Fix resolveTerminalPath in foo_bar.ts fix") == ["fix", "resolveterminalpath", "in",
                                                                          "foo_bar", "ts"]
+    assert query_terms("fixes fixed") == ["fix"]
     assert query_terms("修復バグ") == ["修復", "復バ", "バグ"]
     assert query_terms("C++ #42 C#") == ["c++", "#42", "c#"]
 

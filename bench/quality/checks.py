@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from aivault.scanner.claude import ClaudeParser
 from aivault.scanner.codex import CodexParser
 from aivault.scanner.model import Message
-from aivault.text import FUNCTION_WORDS, iter_tokens, normalize, query_terms, token_terms
+from aivault.text import FUNCTION_WORDS, iter_tokens, normalize, query_words, surface_terms
 from bench.quality.incident import Step
 from bench.quality.render import render_claude, render_codex
 
@@ -46,11 +46,12 @@ def parsed_messages(lines: Sequence[bytes], agent: str, name: str) -> list[Messa
 
 
 def text_terms(texts: Iterable[str]) -> set[str]:
-    """Index terms (whole words and identifier parts, lower-cased) of the given texts."""
+    """The words the index holds (whole words and identifier parts, lower-cased, as written: the
+    rules compare words, so the index's stemming does not change which queries pass) of the texts."""
     terms: set[str] = set()
     for text in texts:
         for match in iter_tokens(normalize(text)):
-            terms.update(token_terms(match.group(0)))
+            terms.update(surface_terms(match.group(0)))
     return terms
 
 
@@ -65,7 +66,7 @@ def session_terms(steps: Sequence[Step], cwd: str, branch: str = "main") -> set[
 
 def content_words(query: str) -> list[str]:
     """The query's terms minus stop words (the words a paraphrase must not share)."""
-    return [w for w in query_terms(query) if w not in STOP_WORDS]
+    return [w for w in query_words(query) if w not in STOP_WORDS]
 
 
 _SUFFIXES = ("s", "es", "d", "ed", "ing", "er", "ers")
@@ -120,7 +121,7 @@ def check_query(kind: str, query: str, terms: set[str]) -> Verdict:
     if not words:
         return Verdict(False, "no content words")
     if kind == "exact":
-        missing = [w for w in query_terms(query) if w not in terms]
+        missing = [w for w in query_words(query) if w not in terms]
         return Verdict(not missing, f"not in the session: {', '.join(missing)}" if missing else "")
     if kind == "paraphrase":
         clashes = shared_words(query, terms)
