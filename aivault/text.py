@@ -31,6 +31,8 @@ from array import array
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import Stemmer
 
 # 2: words are stemmed (English Snowball) on both sides.
@@ -131,28 +133,13 @@ def _word_parts(token: str) -> list[str]:
     return parts
 
 
-class _Growable:
-    """An int64 numpy buffer that appends in amortized O(1) and views without copying."""
-
-    def __init__(self) -> None:
-        self.buf = np.zeros(1024, dtype=np.int64)
-        self.n = 0
-
-    def append(self, value: int) -> None:
-        if self.n == len(self.buf):
-            self.buf = np.concatenate([self.buf, np.zeros(len(self.buf), dtype=np.int64)])
-        self.buf[self.n] = value
-        self.n += 1
-
-    def view(self) -> np.ndarray:
-        return self.buf[: self.n]
-
-
 class Tokenizer:
     """Turns the chunks of a batch into postings: (chunk index, term hash, tf) arrays.
 
-    The per-chunk work is a regex ``findall`` and a dict lookup per token (C loops); each
-    distinct surface form is expanded to its terms once per process and kept in a CSR table,
+    An ASCII chunk is translated and kept until ``finish``, which cuts the whole batch's ASCII
+    text at once (numpy) and maps each distinct token to its surface id (Arrow's dictionary
+    encoding, then one dict lookup per distinct token); other text is cut by the regex and looked
+    up per token. Each distinct surface form is expanded to its terms once per process and kept in a CSR table,
     and the batch's (chunk, term) pairs are counted with numpy. One instance per process.
     """
 
@@ -165,18 +152,24 @@ class Tokenizer:
         self._sids: dict[str | bytes, int] = {}
         self._tids: dict[str, int] = {}
         self._vocab: set[str] = set()  # surface words already sent as vocabulary
-        self._tid_hash = _Growable()
-        self._start = _Growable()  # per surface id: offset of its terms in _flat
-        self._count = _Growable()  # per surface id: how many terms it yields
-        self._flat = _Growable()  # term ids, grouped by surface id
+        # int64 arrays (appends in C); finish() reads them through numpy views it drops before returning.
+        self._tid_hash = array("q")
+        self._start = array("q")  # per surface id: offset of its terms in _flat
+        self._count = array("q")  # per surface id: how many terms it yields
+        self._flat = array("q")  # term ids, grouped by surface id
 
     def _reset_batch(self) -> None:
         self._b_sid = array("l")
         self._b_chunks: list[int] = []
         self._b_counts: list[int] = []
+        # ASCII chunks, translated (word bytes kept, every other byte a space): their tokens are
+        # looked up once per distinct token of the batch in finish(), not once per occurrence here.
+        self._a_text: list[bytes] = []
+        self._a_chunks: list[int] = []
+        self._a_counts: list[int] = []
 
     def _new_surface(self, token: str | bytes) -> int:
-        sid = self._count.n
+        sid = len(self._count)
         self._sids[token] = sid
         if isinstance(token, bytes):
             text = token.decode("ascii")
@@ -187,7 +180,7 @@ class Tokenizer:
         # distinct (token_terms).
         words = [w for piece in pieces for w in surface_terms(piece)]
         terms = [t for piece in pieces for t in token_terms(piece)]
-        self._start.append(self._flat.n)
+        self._start.append(len(self._flat))
         self._count.append(len(terms))
         for w in words:
             # The vocabulary (typo repair) keeps words as written: a repair names a real word.
@@ -197,7 +190,7 @@ class Tokenizer:
         for t in terms:
             tid = self._tids.get(t)
             if tid is None:
-                tid = self._tid_hash.n
+                tid = len(self._tid_hash)
                 self._tids[t] = tid
                 self._tid_hash.append(term_hash(t))
             self._flat.append(tid)
@@ -205,11 +198,15 @@ class Tokenizer:
 
     def add(self, chunk: int, text: str) -> int:
         """Tokenize one chunk of the batch; returns its length in tokens (BM25's dl)."""
-        toks: list[str] | list[bytes]
         if text.isascii():
-            toks = text.encode("ascii").translate(_ASCII_SPLIT).split()
-        else:
-            toks = _TOKEN_RX.findall(normalize(text))
+            cut = text.encode("ascii").translate(_ASCII_SPLIT)
+            n = len(cut.split())
+            if n:
+                self._a_text.append(cut)
+                self._a_chunks.append(chunk)
+                self._a_counts.append(n)
+            return n
+        toks = _TOKEN_RX.findall(normalize(text))
         if not toks:
             return 0
         ids = list(map(self._sids.get, toks))
@@ -226,14 +223,45 @@ class Tokenizer:
 
     @property
     def pending_tokens(self) -> int:
-        return len(self._b_sid)
+        return len(self._b_sid) + sum(self._a_counts)
+
+    def _ascii_sids(self) -> np.ndarray:
+        """The surface id of every token of the batch's ASCII chunks, in order.
+
+        The translated texts are joined and cut at their spaces with numpy, and Arrow hashes the
+        tokens into a dictionary (exact byte equality, in C): the Python dict is asked once per
+        distinct token of the batch instead of once per occurrence.
+        """
+        if not self._a_text:
+            return np.zeros(0, np.int64)
+        buf = np.frombuffer(b" ".join(self._a_text), np.uint8)
+        word = buf != 32
+        edges = np.diff(word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+        starts = np.flatnonzero(edges == 1)
+        offsets = np.zeros(len(starts) + 1, np.int64)
+        np.cumsum(np.flatnonzero(edges == -1) - starts, out=offsets[1:])
+        if len(starts) != sum(self._a_counts):
+            raise AssertionError("the ASCII chunks were cut into other tokens than bytes.split gave")
+        toks = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts),
+                                                [None, pa.py_buffer(offsets), pa.py_buffer(buf[word])])
+        enc = pc.dictionary_encode(toks)
+        distinct = enc.dictionary.to_pylist()
+        ids = list(map(self._sids.get, distinct))
+        if None in ids:
+            for i, sid in enumerate(ids):
+                if sid is None:
+                    ids[i] = self._new_surface(distinct[i])
+        out: np.ndarray = np.asarray(ids, dtype=np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
+        return out
 
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The batch's postings (chunk uint32, term int64, tf uint16); the batch is cleared."""
-        start, count, flat, hashes = (self._start.view(), self._count.view(), self._flat.view(),
-                                      self._tid_hash.view())
-        sid = np.array(self._b_sid, dtype=np.int64)
-        chunk = np.repeat(np.array(self._b_chunks, dtype=np.int64), np.array(self._b_counts, dtype=np.int64))
+        a_sid = self._ascii_sids()
+        start, count, flat, hashes = (np.frombuffer(self._start, np.int64), np.frombuffer(self._count, np.int64),
+                                      np.frombuffer(self._flat, np.int64), np.frombuffer(self._tid_hash, np.int64))
+        sid = np.concatenate([np.array(self._b_sid, dtype=np.int64), a_sid])
+        chunk = np.repeat(np.array(self._b_chunks + self._a_chunks, dtype=np.int64),
+                          np.array(self._b_counts + self._a_counts, dtype=np.int64))
         n = count[sid]
         total = int(n.sum())
         rows = np.repeat(np.arange(len(sid)), n)
@@ -243,8 +271,9 @@ class Tokenizer:
         uniq, tf = np.unique(key, return_counts=True)
         out = ((uniq >> 32).astype(np.uint32), hashes[uniq & 0xFFFFFFFF].astype(np.int64),
                np.minimum(tf, 65535).astype(np.uint16))
+        del start, count, flat, hashes  # the arrays may grow again only once no view is left
         self._reset_batch()
-        if self._count.n > _TABLE_MAX:
+        if len(self._count) > _TABLE_MAX:
             self._reset_tables()
         return out
 
