@@ -1,28 +1,28 @@
 """Search latency while the daemon works in the background, against idle, on one index in one run.
 
-    python -m bench.background --size 100k [--rounds 2] [--reps 2] [--before DIR] [--no-merge]
+    python -m bench.background --size 100k [--rounds 6] [--reps 1] [--before DIR] [--no-merge]
 
-A fresh one-shot (lexical) index of the generated corpus, then ``aivault serve`` on it in turns,
-each daemon started anew on the same database:
+A fresh one-shot (lexical) index of the generated corpus, then the daemon on it (``CHILD``: what
+``aivault serve`` runs, plus "pause" / "resume" of the background embedder's model calls on
+stdin). Once its first vectors are published (from then on every phase searches with the same
+routes: the bench's queries prefer hybrid once vectors exist), the bench's queries are timed
+through ``daemon.sock`` in turns on that one daemon:
 
-* **warm-up**: the daemon embeds until its first vectors are published, so that every later phase
-  searches with the same routes (the bench's queries prefer hybrid once vectors exist);
-* **idle**: ``AIVAULT_EMBED_PAUSED=1`` -- the model and the stored vectors load and searches use
-  them, but nothing is embedded, scanned or merged meanwhile (no background work at all);
-* **embedding**: the daemon embeds in the background, as a new user's does for hours after the
-  first ``aivault serve``; embedding texts/s is reported while the searches run and, after them,
-  with no search at all;
-* **embedding (before)**, with ``--before DIR``: the same, run from another source tree (e.g.
-  ``git archive <commit> | tar -x -C DIR``), so a change is measured before and after in one run;
-* **merge** (unless ``--no-merge``): new transcripts (a second generated corpus, 30 % of the size,
-  under a root of its own) arrive while an idle daemon runs; once they are committed the daemon's
-  idle compaction merges everything into one segment, and the queries are timed while
-  ``indexStats.merging`` is true, against **idle after merge** on the merged index (the merge's
-  inputs include the unsorted new segment, which searches visit meanwhile).
+* **idle**: the embedder paused -- no background work at all (no scan pass, no merge either);
+* **embedding**: the embedder running, as a new user's does for hours after the first
+  ``aivault serve``; its texts/s are reported while the searches run and, after the turns, over
+  30 s with no search at all;
+* **merge** (unless ``--no-merge``): new transcripts (a second generated corpus, 30 % of the
+  size, under a root of its own) arrive with the embedder paused; once they are committed the
+  daemon's idle compaction merges everything into one segment, and the queries are timed while
+  ``indexStats.merging`` is true, against **idle after merge** on the merged index (meanwhile the
+  searches also visit the unsorted new segment);
+* with ``--before DIR`` the idle / embedding turns again, from another source tree (e.g.
+  ``git archive <commit> | tar -x -C DIR``), so a change is measured before and after in one run.
 
-The phases alternate over ``--rounds`` so a machine whose load drifts affects all of them alike;
-figures are p50/p95 of the round trip through the daemon per query class, and the ratio of p50
-to idle. Compare within one run only.
+Turns of a few seconds alternate ``--rounds`` times, so a machine whose load drifts affects idle
+and busy alike. Figures are p50/p95 of the round trip per query class, and the ratio of p50 to
+idle. Compare within one run only.
 """
 
 from __future__ import annotations
@@ -47,21 +47,60 @@ MERGE_EXTRA = 0.3  # new messages for the merge phase, as a share of the corpus
 SEARCH = "aiVault.searchSessions"
 
 
+# The daemon, as `aivault serve` runs it, in a child process that also takes "pause" / "resume" on
+# stdin: the background embedder's model calls wait while paused (a call under way finishes), so
+# idle and embedding alternate in one daemon within seconds. Given as code, not a module, so that
+# it runs the same from another source tree (--before).
+CHILD = r"""
+import sys, threading
+from aivault.broker.daemon import Daemon
+from aivault.embed.local import LocalEmbedder
+from aivault.home import Home
+
+go = threading.Event()
+go.set()
+real = LocalEmbedder.embed
+
+def embed(self, texts):
+    if threading.current_thread().name == "embedder":  # the background worker; not a query's
+        go.wait()
+    return real(self, texts)
+
+LocalEmbedder.embed = embed
+d = Daemon(Home.resolve(sys.argv[1]).ensure(), extra_roots=sys.argv[2:], default_roots=False, schedule=True)
+d.start()
+print("ok", flush=True)
+for line in sys.stdin:
+    {"pause": go.clear, "resume": go.set}[line.strip()]()
+    print("ok", flush=True)
+go.set()
+d.close()
+"""
+
+
 class Daemon:
-    """``aivault serve`` on the bench's data directory, with an RPC client."""
+    """The bench's daemon (``CHILD``) on its data directory, with an RPC client."""
 
     def __init__(self, home: Home, roots: list[str], env: dict[str, str]) -> None:
         from aivault.broker.client import RpcClient
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *roots], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(home.path), *roots], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)
+        self._ack()
         self.rpc = RpcClient.for_home(home, timeout_s=600)
-        deadline = time.monotonic() + 120
-        while self.rpc.ping() is None:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit("the daemon did not start")
-            time.sleep(0.1)
         self.rpc.call("aiVault.reconcile", {"full": True})
+
+    def _ack(self) -> None:
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ok":
+            raise SystemExit("the bench daemon did not start or answer")
+
+    def embedding(self, on: bool) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("resume\n" if on else "pause\n")
+        self.proc.stdin.flush()
+        self._ack()
 
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = self.rpc.call("aiVault.indexStats", {})
@@ -79,7 +118,8 @@ class Daemon:
 
     def close(self) -> None:
         self.rpc.close()
-        self.proc.terminate()
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
         self.proc.wait(120)
 
 
@@ -121,6 +161,34 @@ def _route(rpc: Any, query: str) -> str:
     return str((r.get("debug") or {}).get("route"))
 
 
+def _embedded(d: Daemon) -> int:
+    return int(d.stats().get("semanticTextsEmbedded") or 0)
+
+
+def alternate(d: Daemon, label: str, queries: dict[str, list[str]], rounds: int, reps: int, quiet_s: float,
+              lat: dict[str, dict[str, list[float]]], res: dict[str, Any]) -> None:
+    """Idle and embedding in turns on one daemon, then embedding with no search at all."""
+    d.wait("embedding to begin", lambda s: s.get("semanticState") == "embedding" and _vectors(s) > 0)
+    d.embedding(False)
+    time.sleep(quiet_s)  # the daemon's own start-up work (its idle compaction, a sidecar save) is over
+    d.wait("a settled index", _settled)
+    emb = {"texts_searching": 0, "s_searching": 0.0}
+    for _ in range(rounds):
+        d.embedding(False)
+        time.sleep(1.0)  # the model call under way, if any, has ended
+        _add(lat, f"idle{label}", time_classes(d.rpc, queries, reps))
+        d.embedding(True)
+        time.sleep(1.0)  # embedding at full speed again when the searches start
+        e0, w0 = _embedded(d), time.monotonic()
+        _add(lat, f"embedding{label}", time_classes(d.rpc, queries, reps))
+        emb["texts_searching"] += _embedded(d) - e0
+        emb["s_searching"] += time.monotonic() - w0
+    e0, w0 = _embedded(d), time.monotonic()
+    time.sleep(30)
+    emb["texts_quiet"], emb["s_quiet"] = _embedded(d) - e0, time.monotonic() - w0
+    res["embedding"][f"embedding{label}"] = emb
+
+
 def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path | None, merge: bool,
         quiet_s: float) -> dict[str, Any]:
     n = SIZES[size]
@@ -141,72 +209,47 @@ def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path |
         raise SystemExit(f"aivault index failed: {proc.stderr}")
     print(f"== {size}: {manifest['messages']:,} messages indexed in {time.monotonic() - t0:.1f} s", flush=True)
     queries = pick_queries(home.db_path, seed)
-    roots = root_args(corpus)
     (extra / "claude" / "projects").mkdir(parents=True)
-    merge_roots = [*roots, "--root", f"claude={extra}/claude/projects"]
-    paused = {**env, "AIVAULT_EMBED_PAUSED": "1"}
+    roots = [f"claude={corpus}/claude/projects", f"codex={corpus}/codex/sessions",
+             f"codex={corpus}/codex/archived_sessions", f"claude={extra}/claude/projects"]
     res: dict[str, Any] = {"messages": manifest["messages"], "rounds": rounds, "reps": reps, "embedding": {}}
+    lat: dict[str, dict[str, list[float]]] = {}
 
     d = Daemon(home, roots, env)
     try:
-        s = d.wait("the first published vectors", lambda s: _vectors(s) > 0)
-        res["warm_vectors"] = _vectors(s)
+        # The first vectors published: from here on every phase searches with the same routes.
+        res["warm_vectors"] = _vectors(d.wait("the first published vectors", lambda s: _vectors(s) > 0))
         res["route"] = {k: _route(d.rpc, qs[0]) for k, qs in queries.items() if qs}
-    finally:
-        d.close()
-    print(f"  warm-up: {res['warm_vectors']} vectors; routes {res['route']}", flush=True)
-
-    lat: dict[str, dict[str, list[float]]] = {}
-    phases: list[tuple[str, dict[str, str]]] = [("idle", paused), ("embedding", env)]
-    if before is not None:
-        phases.append(("embedding (before)", {**env, "PYTHONPATH": str(before)}))
-    for r in range(rounds):
-        for phase, penv in phases:
-            d = Daemon(home, roots, penv)
-            try:
-                want = "paused" if phase == "idle" else "embedding"
-                d.wait(f"{phase} to begin", lambda s, w=want: s.get("semanticState") == w  # type: ignore[misc]
-                       and _vectors(s) > 0 and _settled(s))
-                time.sleep(quiet_s)  # the daemon's own start-up work (idle compaction, sidecar save) is over
-                d.wait("a settled index", _settled)
-                e0, w0 = int(d.stats().get("semanticTextsEmbedded") or 0), time.monotonic()
-                _add(lat, phase, time_classes(d.rpc, queries, reps))
-                if phase != "idle":
-                    e1, w1 = int(d.stats().get("semanticTextsEmbedded") or 0), time.monotonic()
-                    time.sleep(20)  # no search: embedding at full speed
-                    e2, w2 = int(d.stats().get("semanticTextsEmbedded") or 0), time.monotonic()
-                    emb = res["embedding"].setdefault(phase, {"texts_searching": 0, "s_searching": 0.0,
-                                                              "texts_quiet": 0, "s_quiet": 0.0})
-                    emb["texts_searching"] += e1 - e0
-                    emb["s_searching"] += w1 - w0
-                    emb["texts_quiet"] += e2 - e1
-                    emb["s_quiet"] += w2 - w1
-            finally:
-                d.close()
-            print(f"  round {r + 1}: {phase} done", flush=True)
-
-    if merge:
-        d = Daemon(home, merge_roots, paused)
-        try:
-            d.wait("a settled index", lambda s: s.get("semanticState") == "paused" and _settled(s))
+        print(f"  {res['warm_vectors']} vectors published; routes {res['route']}", flush=True)
+        alternate(d, "", queries, rounds, reps, quiet_s, lat, res)
+        print("  idle / embedding done", flush=True)
+        if merge:
+            d.embedding(False)
             t0 = time.monotonic()
-            generate(base / f"background-gen-{size}", int(n * MERGE_EXTRA), seed=seed + 1)
-            for p in (base / f"background-gen-{size}" / "claude" / "projects").iterdir():
+            gen = base / f"background-gen-{size}"
+            generate(gen, int(n * MERGE_EXTRA), seed=seed + 1)
+            for p in (gen / "claude" / "projects").iterdir():
                 shutil.copytree(p, extra / "claude" / "projects" / f"x{p.name}")
-            shutil.rmtree(base / f"background-gen-{size}")
+            shutil.rmtree(gen)
             d.rpc.call("aiVault.reconcile", {"full": False})
             d.wait("the merge to start", lambda s: bool(s.get("merging")))
-            merge_lat = time_classes(d.rpc, queries, 1000, go_on=lambda: bool(d.stats().get("merging")))
-            _add(lat, "merge", merge_lat)
-            res["merge_s_after_arrival"] = time.monotonic() - t0
+            t1 = time.monotonic()
+            _add(lat, "merge", time_classes(d.rpc, queries, 1000, go_on=lambda: bool(d.stats().get("merging"))))
+            res["merge_s"] = time.monotonic() - t1
+            res["merge_started_after_s"] = t1 - t0
             d.wait("the merge to end", _settled)
             time.sleep(quiet_s)
-            for _ in range(rounds):
-                _add(lat, "idle after merge", time_classes(d.rpc, queries, reps))
+            _add(lat, "idle after merge", time_classes(d.rpc, queries, reps))
+            print(f"  merge done ({res['merge_s']:.1f} s)", flush=True)
+    finally:
+        d.close()
+    if before is not None:
+        d = Daemon(home, roots, {**env, "PYTHONPATH": str(before)})
+        try:
+            alternate(d, " (before)", queries, rounds, reps, quiet_s, lat, res)
         finally:
             d.close()
-        print("  merge done", flush=True)
-
+        print("  idle / embedding (before) done", flush=True)
     res["phases"] = {ph: {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in per.items()}
                      for ph, per in lat.items()}
     return res
@@ -214,7 +257,7 @@ def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path |
 
 def table(res: dict[str, Any]) -> str:
     ph = res["phases"]
-    refs = {"embedding": "idle", "embedding (before)": "idle", "merge": "idle after merge"}
+    refs = {"embedding": "idle", "embedding (before)": "idle (before)", "merge": "idle after merge"}
     lines = ["| query class | " + " | ".join(f"{p} p50 / p95 ms" for p in ph) + " | "
              + " | ".join(f"{p} / {refs[p]}" for p in ph if p in refs) + " |"]
     lines.append("|" + " --- |" * (1 + len(ph) + sum(1 for p in ph if p in refs)))
@@ -236,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="100k", choices=sorted(SIZES))
     ap.add_argument("--out", default=str(REPO / "bench" / "out"))
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=2, help="idle / embedding turns (each a daemon of its own)")
-    ap.add_argument("--reps", type=int, default=2, help="passes over the query set per phase and round")
+    ap.add_argument("--rounds", type=int, default=6, help="idle / embedding turns on one daemon")
+    ap.add_argument("--reps", type=int, default=1, help="passes over the query set per phase and turn")
     ap.add_argument("--before", type=Path, default=None,
                     help="also embed from this source tree (an export of an earlier commit)")
     ap.add_argument("--no-merge", action="store_true")
