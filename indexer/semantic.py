@@ -20,7 +20,6 @@ one unit anyway, at one thread: under constant searching it still gets about one
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -84,7 +83,7 @@ class Publication:
 
 @dataclass(slots=True)
 class SemanticStats:
-    state: str = "idle"  # idle | loading | rebuilding | embedding | current | unavailable | paused
+    state: str = "idle"  # idle | loading | rebuilding | embedding | current | unavailable
     error: str | None = None
     embedded_total: int = 0  # texts embedded by this process
     reused_total: int = 0  # chunks whose text already had a vector
@@ -260,12 +259,6 @@ class SemanticWorker:
     def _loop(self, cur: duckdb.DuckDBPyConnection, embedder: Embedder) -> None:
         # The index must reflect DuckDB (sidecar or rebuild) before anything is added to it.
         watermark = self._prepare()
-        if os.environ.get("AIVAULT_EMBED_PAUSED") == "1":
-            # The idle baseline of bench/background.py: searches use the stored vectors as usual
-            # (the same routes), and nothing new is embedded.
-            self.stats.state = "paused"
-            self._stop.wait()
-            return
         pending_hashes: list[int] = []
         pending_blobs: list[bytes] = []
         pending_ids: list[int] = []
