@@ -320,10 +320,11 @@ class LocalService:
 
     def _follow(self, old: IndexerService, meta: Meta) -> None:
         """A new indexer over the current connection, carrying on from ``old`` (what status shows)."""
-        self.indexer = self._new_indexer(meta)
-        self.indexer.obs = old.obs
-        self.engine.close()
-        self.engine = self._new_engine()
+        with self.lifecycle.exclusive():  # no search is using the engine that is replaced
+            self.indexer = self._new_indexer(meta)
+            self.indexer.obs = old.obs
+            self.engine.close()
+            self.engine = self._new_engine()
 
     def _reopen_after_reclaim(self, old: IndexerService) -> None:
         """Open the index again after the swap (the new file, or the old one if the swap was refused)."""
