@@ -52,7 +52,10 @@ SEARCH = "aiVault.searchSessions"
 # idle and embedding alternate in one daemon within seconds. Given as code, not a module, so that
 # it runs the same from another source tree (--before).
 CHILD = r"""
-import sys, threading
+import os, sys, threading
+
+acks = os.fdopen(os.dup(1), "w")  # the bench reads acks here; the daemon's log goes nowhere
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 from aivault.broker.daemon import Daemon
 from aivault.embed.local import LocalEmbedder
 from aivault.home import Home
@@ -69,10 +72,10 @@ def embed(self, texts):
 LocalEmbedder.embed = embed
 d = Daemon(Home.resolve(sys.argv[1]).ensure(), extra_roots=sys.argv[2:], default_roots=False, schedule=True)
 d.start()
-print("ok", flush=True)
+print("ok", file=acks, flush=True)
 for line in sys.stdin:
     {"pause": go.clear, "resume": go.set}[line.strip()]()
-    print("ok", flush=True)
+    print("ok", file=acks, flush=True)
 go.set()
 d.close()
 """
