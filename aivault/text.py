@@ -29,11 +29,12 @@ import re
 import unicodedata
 from array import array
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import Stemmer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # 2: words are stemmed (English Snowball) on both sides.
 TOKENIZER_VERSION = 2
@@ -232,6 +233,12 @@ class Tokenizer:
         tokens into a dictionary (exact byte equality, in C): the Python dict is asked once per
         distinct token of the batch instead of once per occurrence.
         """
+        # Imported here: the query side imports this module for query_terms and must not pay for
+        # the indexer's batch code (NumPy and pyarrow.compute cost a direct-mode CLI search ~100 ms).
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if not self._a_text:
             return np.zeros(0, np.int64)
         buf = np.frombuffer(b" ".join(self._a_text), np.uint8)
@@ -256,6 +263,8 @@ class Tokenizer:
 
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The batch's postings (chunk uint32, term int64, tf uint16); the batch is cleared."""
+        import numpy as np
+
         a_sid = self._ascii_sids()
         start, count, flat, hashes = (np.frombuffer(self._start, np.int64), np.frombuffer(self._count, np.int64),
                                       np.frombuffer(self._flat, np.int64), np.frombuffer(self._tid_hash, np.int64))
