@@ -122,11 +122,11 @@ def test_without_a_daemon_the_probe_sees_the_engine_load(indexed: Home, tmp_path
 
 
 def test_a_direct_lexical_search_loads_no_vector_code(indexed: Home, tmp_path: Path) -> None:
-    """With embeddings on, a direct search the planner answers lexically loads no FAISS, llama.cpp or pyarrow."""
+    """With embeddings on, a direct search the planner answers lexically loads no FAISS, llama.cpp, NumPy or pyarrow."""
     write_private(indexed.config_path, b'{"embed": {"enabled": true}}')
     proc, modules = probe(indexed.path, tmp_path, "search", '"lock file"', "--json")
     assert json.loads(proc.stdout)["kind"] == "results"
-    vector_libraries = {m.split(".")[0] for m in modules} & {"faiss", "llama_cpp", "pyarrow"}
+    vector_libraries = {m.split(".")[0] for m in modules} & {"faiss", "llama_cpp", "numpy", "pyarrow"}
     assert not vector_libraries, vector_libraries
     assert "aivault.indexer.vector_service" not in modules and "aivault.embed.local" not in modules
 
