@@ -1,8 +1,13 @@
 """BM25 in SQL: per-segment postings scans, the scoring statement, and the phrase check.
 
-A chunk's score is its BM25 over the query terms; a session's score is its best chunk's, so a
-session with 600 matching chunks cannot crowd out one with a single better match. The statement
-texts live in ``query/sql.py``; this module decides which scans a query needs and fills them in.
+A chunk's score is its BM25 over the query terms. In the strict routes (phrase, all, typo) a
+session's score is its best chunk's, so a session with 600 matching chunks cannot crowd out one
+with a single better match. In any-word ranking, where the words of a question are spread over a
+conversation, the session is also scored as one document (its postings summed, its length the sum
+of its chunks', session idf): the score is that session BM25 relative to the best session's plus
+``SESSION_CHUNK_WEIGHT`` times the best chunk's relative to the best chunk's (bench/quality:
+LoCoMo dev R@5 0.876 -> see bench/README.md "Ranking quality"). The statement texts live in
+``query/sql.py``; this module decides which scans a query needs and fills them in.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ UBIQUITOUS_MIN_DF = 1000
 # Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
 # truncated.candidates.
 PHRASE_CANDIDATES = 100
+# Any-word ranking: the weight of the best chunk's (relative) BM25 beside the session's.
+SESSION_CHUNK_WEIGHT = 0.25
 
 
 def term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:
@@ -76,7 +83,7 @@ def filter_clause(req: SearchRequest) -> tuple[str, list[Any]]:
 def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
           hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
           count: int, *, require_all: bool, phrase: str | None = None,
-          memo: dict[str, Any] | None = None) -> list[Row]:
+          memo: dict[str, Any] | None = None, sdf: dict[int, int] | None = None) -> list[Row]:
     """One page of sessions ranked by BM25 over ``hashes`` (all of them in one chunk when
     ``require_all``; the words in order, whole, when ``phrase`` is a pattern)."""
     key = (frozenset(hashes.values()), req.scope, offset, count)
@@ -94,6 +101,9 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         if telling:
             hashes = telling
             plan.terms = list(telling)  # snippets mark the words that ranked, not the dropped ones
+    if not require_all and phrase is None and sdf is not None:
+        return _score_sessions(cur, req, snap, plan, list(hashes.values()), df, sdf, filt_sql, filt_args, offset,
+                               count)
     statement, all_args, capped = _statement(req, snap, list(hashes.values()), df, filt_sql, filt_args, offset,
                                              count, require_all=require_all, phrase=phrase is not None)
     if capped:
@@ -123,6 +133,59 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         sql.SELECT_CHUNK_TEXTS.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
         if rx.search(normalize(text))}
     return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count)
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[int, int], filt_sql: str,
+              filt_args: list[Any]) -> tuple[list[str], list[Any], list[int]]:
+    """The per-segment postings scans of any-word ranking, their parameters, and the capped terms."""
+    conv = sql.ONLY_CONVERSATION if req.scope == "conversation" else ""
+    sess_f = sql.ONLY_SESSIONS.format(filters=filt_sql) if filt_args or filt_sql != sql.NO_FILTER else ""
+    capped_terms = [h for h in hashes if df.get(h, 0) > TERM_CAP]
+    parts: list[str] = []
+    args: list[Any] = []
+    for name, state in snap.segments:
+        free = [h for h in hashes if h not in capped_terms]
+        for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f):
+            parts.append(branch)
+            args += filt_args if sess_f else []
+        for h in capped_terms:
+            order = "" if state == "sorted" else sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
+            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
+                                                cap=TERM_CAP))
+            args += filt_args if sess_f else []
+    return parts, args, capped_terms
+
+
+def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+                    hashes: list[int], df: dict[int, int], sdf: dict[int, int], filt_sql: str,
+                    filt_args: list[Any], offset: int, count: int) -> list[Row]:
+    """One page of any-word ranking: session BM25 and best-chunk BM25 combined (see the module doc)."""
+    row = cur.execute(sql.SELECT_SESSION_COUNT).fetchone()
+    n_sess = max(int(row[0]) if row else 0, 1)
+    n = max(snap.n_chunks, 1)
+    avg_sdl = max(snap.avgdl * n / n_sess, 1.0)  # all live chunk tokens over the sessions
+    parts, args, capped = _postings(req, snap, hashes, df, filt_sql, filt_args)
+    if capped:
+        plan.capped = True
+    idf_rows = ", ".join(sql.IDF2_ROW.format(term=h, idf=repr(_idf(n, df.get(h, 0))),
+                                             sidf=repr(_idf(n_sess, min(sdf.get(h, 0), n_sess)))) for h in hashes)
+    order = sql.ORDER_BY_RELEVANCE if req.filters.sort == "relevance" else sql.ORDER_BY_NEWEST
+    statement = sql.SCORE_SESSIONS.format(
+        postings=" UNION ALL ".join(parts), idf_rows=idf_rows,
+        bm25=sql.BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=snap.avgdl),
+        session_bm25=sql.SESSION_BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=avg_sdl),
+        chunk_weight=repr(SESSION_CHUNK_WEIGHT), filters=filt_sql, order=order)
+    page: list[Row] = []
+    for _, sess, value, chunk, updated, srank, crank in cur.execute(statement, [*args, *filt_args, count,
+                                                                                offset]).fetchall():
+        page.append((int(sess), float(value), int(chunk)))
+        plan.updated[int(sess)] = int(updated) if updated is not None else -1
+        plan.ranks[int(sess)] = (int(srank), int(crank))
+    return page
 
 
 def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[int, int], filt_sql: str,

@@ -157,7 +157,7 @@ class Engine:
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
             page_hits, cut = hits.assemble(cur, req, plan, rows)
-            trace = hits.trace(cur, rows, fused, offset) if req.debug else None
+            trace = hits.trace(cur, rows, fused, offset, plan.ranks) if req.debug else None
             duration = (time.perf_counter() - t0) * 1000
             if self.assembly_hook is not None:
                 self.assembly_hook()
@@ -199,7 +199,7 @@ class Engine:
             lex_plan, lexical = planner.rank(cur, req, snap, 0, HYBRID_CANDIDATES)
             lexical_route, lex_updated = lex_plan.route, lex_plan.updated
             plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
-                        tried=[*lex_plan.tried, "hybrid"])
+                        tried=[*lex_plan.tried, "hybrid"], ranks=lex_plan.ranks)
         else:
             lexical = []
             plan = Plan("vector", query_terms(req.text), tried=["vector"])

@@ -60,8 +60,18 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
     return hits, cut
 
 
-def trace(cur: duckdb.DuckDBPyConnection, rows: list[Row], fused: list[Fused], offset: int) -> dict[str, Any]:
+def lexical_ranks(sess: int, lexical_rank: int | None, ranks: dict[int, tuple[int, int]]) -> dict[str, Any]:
+    """Where the words ranked a session: by the session as one document and by its best chunk
+    (any-word ranking); in the strict routes a session is ranked by its best chunk alone."""
+    if sess in ranks:
+        return {"lexicalSessionRank": ranks[sess][0], "lexicalChunkRank": ranks[sess][1]}
+    return {"lexicalSessionRank": None, "lexicalChunkRank": lexical_rank}
+
+
+def trace(cur: duckdb.DuckDBPyConnection, rows: list[Row], fused: list[Fused], offset: int,
+          ranks: dict[int, tuple[int, int]] | None = None) -> dict[str, Any]:
     """Per-hit ranks in each route and the fused score; and why the next candidates were cut."""
+    ranks = ranks or {}
     by_sess = {f.sess: f for f in fused}
     page = [r[0] for r in rows]
     after = fused[offset + len(rows) : offset + len(rows) + CUT_REPORTED] if fused else []
@@ -69,9 +79,16 @@ def trace(cur: duckdb.DuckDBPyConnection, rows: list[Row], fused: list[Fused], o
         sessions=", ".join(map(str, page + [f.sess for f in after])) or "NULL")).fetchall())
     if not fused:  # a lexical route: the rank is the position in the lexical order
         entries: list[dict[str, Any]] = [
-            {"sessionId": ids.get(s), "matchedBy": "lexical", "lexicalRank": offset + i + 1, "vectorRank": None,
+            {"sessionId": ids.get(s), "matchedBy": "lexical", "lexicalRank": offset + i + 1,
+             **lexical_ranks(s, offset + i + 1, ranks), "vectorRank": None,
              "score": score} for i, (s, score, _) in enumerate(rows)]
         return {"trace": entries}
-    entries = [trace_entry(str(ids.get(s)), by_sess[s]) for s in page]
-    cut = [{**trace_entry(str(ids.get(f.sess)), f), "reason": "ranked below this page"} for f in after]
+
+    def entry(f: Fused) -> dict[str, Any]:
+        e = trace_entry(str(ids.get(f.sess)), f)
+        return {**e, **(lexical_ranks(f.sess, f.lexical_rank, ranks) if f.lexical_rank is not None
+                        else {"lexicalSessionRank": None, "lexicalChunkRank": None})}
+
+    entries = [entry(by_sess[s]) for s in page]
+    cut = [{**entry(f), "reason": "ranked below this page"} for f in after]
     return {"trace": entries, "cut": cut}

@@ -24,6 +24,12 @@ from aivault.text import FUNCTION_WORDS, VOCAB_MAX_CHARS, iter_tokens, normalize
 
 # Typo repair is tried for queries of at most this many terms.
 TYPO_MAX_TERMS = 3
+# A question asks in words, not for them: its answer rarely holds the question's words in order, or
+# all of them in one chunk (LoCoMo dev: 0.876 R@5 through the cascade, see bench/README.md), so it
+# is ranked by any-word BM25 from the start. A question ends with "?" or opens with a wh-word, and
+# has at least QUESTION_MIN_TELLING words that are not function words; a quoted query never is one.
+QUESTION_WORDS = frozenset(["what", "when", "where", "who", "whom", "whose", "which", "why", "how"])
+QUESTION_MIN_TELLING = 2
 
 
 def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, offset: int,
@@ -40,10 +46,14 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
         return plan, [(int(a), float(b), None) for a, b, _ in
                       cur.execute(statement, [*filt_args, count, offset]).fetchall()]
     hashes = {t: term_hash(t) for t in terms}
-    df = document_frequencies(cur, snap, list(hashes.values()))
+    sdf: dict[int, int] = {}
+    df = document_frequencies(cur, snap, list(hashes.values()), sdf)
     tried: list[str] = []
     phrase = phrase_pattern(req.text) if len(terms) > 1 else None
-    routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
+    if is_question(req.text, terms):
+        routes = ["any"]
+    else:
+        routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
     repaired: dict[str, str] = {}
     memo: dict[str, Any] = {}  # the phrase route's all-terms candidates, reused by "all"
     for route in routes:
@@ -58,7 +68,7 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
                 continue
             for new in repaired.values():
                 hashes[stem(new)] = term_hash(stem(new))  # the vocabulary keeps words as written
-            df.update(document_frequencies(cur, snap, [hashes[stem(n)] for n in repaired.values()]))
+            df.update(document_frequencies(cur, snap, [hashes[stem(n)] for n in repaired.values()], sdf))
         tried.append(route)
         use = [stem(repaired[t]) if t in repaired else t for t in terms] if route in ("typo", "any") else terms
         if route == "any":
@@ -71,11 +81,23 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
         plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
         args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
         pat = phrase if route == "phrase" else None
-        rows = bm25.score(*args, offset, count, require_all=require_all, phrase=pat, memo=memo)
+        rows = bm25.score(*args, offset, count, require_all=require_all, phrase=pat, memo=memo, sdf=sdf)
         # A route answers when it has any match at all, whatever page was asked for.
-        if rows or (offset > 0 and bm25.score(*args, 0, 1, require_all=require_all, phrase=pat, memo=memo)):
+        if rows or (offset > 0 and bm25.score(*args, 0, 1, require_all=require_all, phrase=pat, memo=memo,
+                                              sdf=sdf)):
             return plan, rows
     return Plan(tried[-1] if tried else "all", terms, tried=tried, repaired=repaired), []
+
+
+def is_question(text: str, terms: list[str]) -> bool:
+    """A natural-language question (see QUESTION_WORDS): ranked by any-word BM25 from the start."""
+    stripped = text.strip()
+    if not stripped or '"' in stripped or "`" in stripped:
+        return False
+    words = [m.group(0).lower() for m in iter_tokens(normalize(stripped))]
+    if not words or not (stripped.endswith("?") or words[0] in QUESTION_WORDS):
+        return False
+    return sum(1 for t in terms if t not in FUNCTION_WORDS) >= QUESTION_MIN_TELLING
 
 
 def repair(cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -> dict[str, str]:
@@ -98,12 +120,16 @@ def repair(cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -
     return out
 
 
-def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int]) -> dict[int, int]:
-    """Chunks holding each term hash, over every segment of the snapshot (absent terms are missing)."""
-    branches = [bm25.term_scan(name, state, hashes, "term") for name, state in snap.segments]
+def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int],
+                         sessions: dict[int, int] | None = None) -> dict[int, int]:
+    """Chunks holding each term hash, over every segment of the snapshot (absent terms are missing);
+    ``sessions``, when given, gets the number of sessions holding each."""
+    branches = [bm25.term_scan(name, state, hashes, "term, sess") for name, state in snap.segments]
     union = " UNION ALL ".join(b for group in branches for b in group)
     rows = cur.execute(sql.SELECT_DF.format(scans=union)).fetchall()
-    return {int(t): int(n) for t, n in rows}
+    if sessions is not None:
+        sessions.update({int(t): int(s) for t, _, s in rows})
+    return {int(t): int(n) for t, n, _ in rows}
 
 
 def phrase_pattern(text: str) -> str | None:

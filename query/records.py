@@ -19,6 +19,8 @@ class Plan:
     tried: list[str] = field(default_factory=list)
     # updatedAt (-1 when unknown) of the ranked sessions, read with them (fusion breaks ties by it)
     updated: dict[int, int] = field(default_factory=dict)
+    # any-word ranking: each ranked session's rank by its session-level BM25 and by its best chunk's
+    ranks: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,8 @@ FILTER_BRANCHES: Final = "s.branch IN ({marks})"
 SELECT_FILTERED_SESSIONS: Final = ("SELECT s.sess, 0.0, NULL FROM sessions s WHERE {filters} "
                                    "ORDER BY s.updated_at DESC NULLS LAST, s.sess LIMIT ? OFFSET ?")
 # Document frequencies of the query's term hashes: one row per posting read by ``{scans}``
-# (a UNION ALL of per-segment TERM_EQ / TERM_IN branches), counted per term.
-SELECT_DF: Final = "SELECT term, count(*) FROM ({scans}) GROUP BY term"
+# (a UNION ALL of per-segment TERM_EQ / TERM_IN branches), counted per term: chunks, and sessions.
+SELECT_DF: Final = "SELECT term, count(*), count(DISTINCT sess) FROM ({scans}) GROUP BY term"
 # Typo repair: the vocabulary's words within edit distance ``d`` of a word the index has never seen.
 # Length and first-or-second-letter bounds let DuckDB skip most of the vocabulary before the
 # edit distance is computed; closest first, then alphabetical, so the choice is stable.
@@ -105,6 +105,39 @@ SCORE: Final = """
             b AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
                   FROM w GROUP BY sess)
             {page}{phrase}"""
+# Any-word ranking scores the session as one document as well (query/bm25.py): each term's
+# postings summed per session (``st``), the session's length from its chunks (``sl``), BM25 over
+# that (``ss``, session idf ``sidf``), and the best chunk as before (``bc``). A session's score is
+# its session BM25 over the best session's plus SESSION_CHUNK_WEIGHT times its best chunk's over
+# the best chunk's; the ranks by each are kept for the debug trace.
+SCORE_SESSIONS: Final = """
+            WITH p AS ({postings}),
+            i(term, idf, sidf) AS (VALUES {idf_rows}),
+            w AS (
+                SELECT p.chunk, any_value(p.sess) AS sess, {bm25} AS score
+                FROM p JOIN i USING (term) GROUP BY p.chunk),
+            st AS (SELECT term, sess, sum(tf) AS tf FROM p GROUP BY term, sess),
+            sl AS (SELECT sess, sum(dl)::DOUBLE AS dl FROM chunks
+                   WHERE sess IN (SELECT DISTINCT sess FROM st) GROUP BY sess),
+            ss AS (SELECT st.sess, {session_bm25} AS score
+                   FROM st JOIN i USING (term) JOIN sl USING (sess) GROUP BY st.sess),
+            bc AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
+                   FROM w GROUP BY sess),
+            b AS (SELECT bc.sess, bc.chunk,
+                         round(ss.score / max(ss.score) OVER () + {chunk_weight} * bc.score / max(bc.score) OVER (), 6)
+                             AS score,
+                         rank() OVER (ORDER BY ss.score DESC, bc.sess) AS srank,
+                         rank() OVER (ORDER BY bc.score DESC, bc.sess) AS crank
+                  FROM bc JOIN ss USING (sess))
+            SELECT 0, b.sess, b.score, b.chunk, s.updated_at, b.srank, b.crank FROM b JOIN sessions s USING (sess)
+            WHERE {filters} ORDER BY {order} LIMIT ? OFFSET ?"""
+# One term's idf per chunk and per session, as a VALUES row.
+IDF2_ROW: Final = "({term}::BIGINT, {idf}::DOUBLE, {sidf}::DOUBLE)"
+# Session BM25 over the summed postings: tf of the term in the session, dl the session's length.
+SESSION_BM25_SUM: Final = ("sum(i.sidf * st.tf * {k1_plus_1}::DOUBLE / (st.tf + {k1}::DOUBLE"
+                           " * (1 - {b}::DOUBLE + {b}::DOUBLE * sl.dl / {avgdl!r}::DOUBLE)))")
+# The collection a session score is taken over: sessions (BM25 N) and their mean length in tokens.
+SELECT_SESSION_COUNT: Final = "SELECT count(*) FROM sessions"
 # The texts of the phrase candidates (point lookups through chunks_by_id).
 SELECT_CHUNK_TEXTS: Final = "SELECT chunk, text FROM chunks WHERE chunk IN ({chunks})"
 # updatedAt of the sessions the phrase was found in; a session missing here was deleted since.
