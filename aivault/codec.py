@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
@@ -60,16 +59,16 @@ def _sign(key: bytes, header: bytes, body: bytes) -> bytes:
     return mac.hexdigest().encode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
-class RpcRequest:
+# The records below are NamedTuples (immutable values, equality, a hash) rather than frozen
+# dataclasses, so that a client importing the codec does not import dataclasses and inspect.
+class RpcRequest(NamedTuple):
     id: str
     method: str
     params: Any
     host: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RpcReply:
+class RpcReply(NamedTuple):
     id: str
     ok: bool
     value: Any  # the result when ok, else {"code", "message"}
@@ -237,8 +236,7 @@ class StreamDecoder:
 # --- ingest ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class IngestMessage:
+class IngestMessage(NamedTuple):
     kind: bytes
     header: dict[str, Any]
     payload: list[bytes]
@@ -265,8 +263,7 @@ def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMess
 _COLUMNS = ("file", "ord", "part", "role", "kind", "ts", "dl", "text")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPayload:
+class BatchPayload(NamedTuple):
     """A BATCH's bulk data: per-chunk columns, and postings (chunk index, term hash, tf) arrays."""
 
     columns: dict[str, list[Any]]

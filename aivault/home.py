@@ -21,8 +21,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from aivault import log
 from aivault.errors import DataDirUnusable
@@ -53,8 +53,9 @@ def default_home() -> Path:
     return base / "aivault"
 
 
-@dataclass(frozen=True, slots=True)
-class Home:
+# A NamedTuple rather than a frozen dataclass: the same immutable value with equality and a hash,
+# without importing dataclasses (and inspect, ast, dis, tokenize) into every CLI call.
+class Home(NamedTuple):
     path: Path
 
     @classmethod
