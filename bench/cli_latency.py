@@ -65,7 +65,16 @@ def run_once(argv: list[str], env: dict[str, str], capture: bool) -> tuple[float
 
 
 def measure(label: str, argv: list[str], env: dict[str, str], reps: int, *, engine: bool = False) -> dict[str, Any]:
-    """``reps`` cold runs of ``argv`` after one untimed run (page cache, .pyc): p50/p95 wall, p50 CPU."""
+    """``reps`` cold runs of ``argv`` after one untimed run (page cache, .pyc): p50/p95 wall, p50 CPU.
+    A command that fails is reported (its error kept in the results) and the other figures still run."""
+    try:
+        return _measure(label, argv, env, reps, engine)
+    except SystemExit as exc:
+        print(f"  {label:44} FAILED: {str(exc)[:300]}", flush=True)
+        return {"error": str(exc)}
+
+
+def _measure(label: str, argv: list[str], env: dict[str, str], reps: int, engine: bool) -> dict[str, Any]:
     run_once(argv, env, engine)
     walls, cpus, engine_ms = [], [], []
     load0 = os.getloadavg()[0]
@@ -83,6 +92,14 @@ def measure(label: str, argv: list[str], env: dict[str, str], reps: int, *, engi
     print(f"  {label:44} p50 {res['p50']:7.1f} ms  p95 {res['p95']:7.1f} ms  cpu p50 {res['cpu_p50']:6.1f} ms"
           f"{extra}  (load {res['load']})", flush=True)
     return res
+
+
+def _as_installed(env: dict[str, str]) -> dict[str, str]:
+    """The command runs as an installed one does: it may write its bytecode cache (the untimed first run
+    does), even when this shell says not to (PYTHONDONTWRITEBYTECODE would recompile every changed module)."""
+    env = dict(env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def lexical_home(out: Path, corpus: Path, manifest: dict[str, Any], seed: int) -> Home:
@@ -181,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     five = queries["5-term"][0]
     res: dict[str, Any] = {"messages": manifest["messages"], "reps": args.reps, "term": term, "five_term": five,
                            "cpus": os.cpu_count()}
-    env = env_for(lex.path)
+    env = _as_installed(env_for(lex.path))
     py = sys.executable
 
     print("floor", flush=True)
@@ -208,12 +225,16 @@ def main(argv: list[str] | None = None) -> int:
         print("direct (no daemon), with vectors", flush=True)
         hy, injected = hybrid_home(args.out, lex)
         res["vectors_injected"] = injected
-        henv = env_for(hy.path)
+        henv = _as_installed(env_for(hy.path))
         # The first search without a saved sidecar builds it from the stored vectors and saves it.
         t0 = time.monotonic()
-        _, _, out = run_once([AIVAULT, "rpc", "aiVault.searchSessions", json.dumps({"query": five, "debug": True})],
+        try:
+            _, _, out = run_once([AIVAULT, "rpc", "aiVault.searchSessions", json.dumps({"query": five, "debug": True})],
                                  henv, True)
-        route = json.loads(out).get("debug", {}).get("route")
+            route = json.loads(out).get("debug", {}).get("route")
+        except SystemExit as exc:
+            route = None
+            print(f"  the first search failed: {str(exc)[:300]}", flush=True)
         res["hybrid_route"] = route
         print(f"  first search (sidecar check or build) {time.monotonic() - t0:.1f} s; route {route!r}", flush=True)
         res["direct_hybrid"] = measure(f"aivault search '{five}'", [AIVAULT, "search", five], henv, args.reps)
