@@ -339,8 +339,12 @@ BATCH_MAX_BYTES: Final = 4 * 1024 * 1024
 # A batch's msgpack header (file parts with parser states, gone paths, titles) stays under this,
 # half the ingest header limit in aivault/codec.py.
 BATCH_MAX_HEADER_BYTES: Final = 512 * 1024
-# A scanner that has heard nothing from its indexer for this long assumes it is gone.
-INDEXER_SILENCE_TIMEOUT_S: Final = 30.0
+# A scanner that has heard nothing from its indexer for this long assumes it is gone. The parent
+# check notices a dead indexer at once; this is for one that lives on without its old socket (an
+# indexer restarted inside the daemon). Generous: on an overloaded machine a commit or a segment
+# freeze on the indexer thread held its pings for over 30 s at 1M messages, and the scanners quit
+# in the middle of a pass (restarted, nothing lost, but the pass's counts were cut).
+INDEXER_SILENCE_TIMEOUT_S: Final = 120.0
 # The indexer pings an idle scanner this often so the scanner can tell "idle" from "gone".
 HEARTBEAT_INTERVAL_S: Final = 2.0
 # How long a client waits for an RPC reply before it reports the daemon as unreachable.
