@@ -4,8 +4,8 @@ The protocol version is independent of the package version; bump it (and the doc
 changelog) whenever a frame, method, field or result kind changes.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: with it, every TypedDict field below is a string
+# that typing compiles when the class is made (~90 compile() calls, 2-3 ms of every CLI call).
 from enum import IntEnum
 from typing import Any, Final, TypedDict
 
