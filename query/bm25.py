@@ -179,12 +179,14 @@ def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Sn
         bm25=sql.BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=snap.avgdl),
         session_bm25=sql.SESSION_BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=avg_sdl),
         chunk_weight=repr(SESSION_CHUNK_WEIGHT), filters=filt_sql, order=order)
+    total = sum(_idf(n_sess, min(sdf.get(h, 0), n_sess)) for h in hashes) or 1.0
     page: list[Row] = []
-    for _, sess, value, chunk, updated, srank, crank in cur.execute(statement, [*args, *filt_args, count,
-                                                                                offset]).fetchall():
+    for _, sess, value, chunk, updated, srank, crank, covered in cur.execute(
+            statement, [*args, *filt_args, count, offset]).fetchall():
         page.append((int(sess), float(value), int(chunk)))
         plan.updated[int(sess)] = int(updated) if updated is not None else -1
         plan.ranks[int(sess)] = (int(srank), int(crank))
+        plan.coverage[int(sess)] = min(float(covered) / total, 1.0)
     return page
 
 

@@ -193,11 +193,12 @@ class Engine:
         """The whole fused candidate list (bounded), from which the page is cut."""
         lexical_route = "any"
         lex_updated: dict[int, int] = {}
+        coverage: dict[int, float] = {}
         assert self.vectors is not None and self._vector_pool is not None
         pending = self._vector_pool.submit(self.vectors.search, req.text, VECTOR_CANDIDATES)
         if family == "hybrid":
             lex_plan, lexical = planner.rank(cur, req, snap, 0, HYBRID_CANDIDATES)
-            lexical_route, lex_updated = lex_plan.route, lex_plan.updated
+            lexical_route, lex_updated, coverage = lex_plan.route, lex_plan.updated, lex_plan.coverage
             plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
                         tried=[*lex_plan.tried, "hybrid"], ranks=lex_plan.ranks)
         else:
@@ -214,7 +215,7 @@ class Engine:
         vector = vector_sessions(cur, ids, sims, filt_sql, filt_args, req.scope == "conversation")
         updated = {**lex_updated, **{n.sess: n.updated for n in vector}}
         return plan, fuse(lexical, lexical_route, [(n.sess, n.chunk, n.similarity) for n in vector], updated,
-                          req.filters.sort, floor=self.similarity_floor)
+                          req.filters.sort, floor=self.similarity_floor, coverage=coverage)
 
     def _refuse_tokenizer(self, indexed: int) -> None:
         """Terms cut by another tokenizer would silently miss: say once how to rebuild."""

@@ -17,6 +17,11 @@ and cost exact queries a little (0.994 vs 1.000). So:
   ``DOMINANCE`` times the next one's: the words clearly point at it (an error message quoted
   nearly whole, whose words span two chunks), so it keeps first place like a strict answer.
   Without that rule one exact query of 174 fell to rank 6 (its vector rank was 94);
+* an any-word list scored per session (query/bm25.py) is not cut to ``LOOSE_DEPTH``: each of its
+  sessions takes part at ``COVERAGE_WEIGHT`` times the share of the query's session idf it holds,
+  so a conversation holding most of a question's words outranks the vectors' guess while a
+  paraphrase's stray one-word matches count little (LoCoMo dev hybrid R@5 0.851 -> 0.920 over the
+  cut list; bench/README.md "Ranking quality");
 * k = 20 rather than 60: with a short, noisy lexical list, the top vector ranks must count;
 * a session only the vectors found is dropped when its nearest chunk is less similar than
   ``SIMILARITY_FLOOR``: a query nothing in the index resembles (a made-up word) gets no results
@@ -57,6 +62,11 @@ STRICT_BONUS = 1.0
 LOOSE_WEIGHT = 0.7
 LOOSE_DEPTH = 10
 DOMINANCE = 2.0
+# Any-word lists scored per session (query/bm25.py) take part whole, each session weighted by
+# COVERAGE_WEIGHT times the share of the query's words (session idf) it holds: a conversation
+# holding most of a question's words counts more than the vectors' rank, a paraphrase's stray
+# one-word matches count little.
+COVERAGE_WEIGHT = 2.0
 HYBRID_CANDIDATES = 200
 VECTOR_CANDIDATES = 200
 CUT_REPORTED = 10
@@ -144,7 +154,8 @@ def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, score
 
 
 def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vector: list[tuple[int, int, float]],
-         updated: dict[int, int], sort: str, *, floor: float = SIMILARITY_FLOOR) -> list[Fused]:
+         updated: dict[int, int], sort: str, *, floor: float = SIMILARITY_FLOOR,
+         coverage: dict[int, float] | None = None) -> list[Fused]:
     """Weighted Reciprocal Rank Fusion of two session rankings (ranks start at 1); see the module doc.
 
     ``vector`` is (session, nearest chunk, its similarity), nearest first. A session only the
@@ -152,8 +163,9 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
     still order the sessions the words found."""
     strict = lexical_route in STRICT_ROUTES
     dominant: int | None = None
+    weighed = not strict and bool(coverage)
     if not strict:
-        lexical = lexical[:LOOSE_DEPTH]
+        lexical = lexical if weighed else lexical[:LOOSE_DEPTH]
         if len(lexical) > 1 and lexical[0][1] >= DOMINANCE * lexical[1][1] > 0:
             dominant = lexical[0][0]
     lex_rank = {s: i + 1 for i, (s, _, _) in enumerate(lexical)}
@@ -171,6 +183,8 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
         if lr:
             if strict or s == dominant:
                 score += STRICT_BONUS + 1.0 / (RRF_K + lr)
+            elif weighed and coverage is not None:
+                score += COVERAGE_WEIGHT * coverage.get(s, 0.0) / (RRF_K + lr)
             else:
                 score += LOOSE_WEIGHT / (RRF_K + lr)
         if vr:

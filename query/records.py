@@ -21,6 +21,8 @@ class Plan:
     updated: dict[int, int] = field(default_factory=dict)
     # any-word ranking: each ranked session's rank by its session-level BM25 and by its best chunk's
     ranks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # any-word ranking: the share of the query's session idf each ranked session holds (0..1]
+    coverage: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

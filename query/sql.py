@@ -119,7 +119,7 @@ SCORE_SESSIONS: Final = """
             st AS (SELECT term, sess, sum(tf) AS tf FROM p GROUP BY term, sess),
             sl AS (SELECT sess, sum(dl)::DOUBLE AS dl FROM chunks
                    WHERE sess IN (SELECT DISTINCT sess FROM st) GROUP BY sess),
-            ss AS (SELECT st.sess, {session_bm25} AS score
+            ss AS (SELECT st.sess, {session_bm25} AS score, sum(i.sidf) AS covered
                    FROM st JOIN i USING (term) JOIN sl USING (sess) GROUP BY st.sess),
             bc AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
                    FROM w GROUP BY sess),
@@ -127,9 +127,10 @@ SCORE_SESSIONS: Final = """
                          round(ss.score / max(ss.score) OVER () + {chunk_weight} * bc.score / max(bc.score) OVER (), 6)
                              AS score,
                          rank() OVER (ORDER BY ss.score DESC, bc.sess) AS srank,
-                         rank() OVER (ORDER BY bc.score DESC, bc.sess) AS crank
+                         rank() OVER (ORDER BY bc.score DESC, bc.sess) AS crank, ss.covered
                   FROM bc JOIN ss USING (sess))
-            SELECT 0, b.sess, b.score, b.chunk, s.updated_at, b.srank, b.crank FROM b JOIN sessions s USING (sess)
+            SELECT 0, b.sess, b.score, b.chunk, s.updated_at, b.srank, b.crank, b.covered
+            FROM b JOIN sessions s USING (sess)
             WHERE {filters} ORDER BY {order} LIMIT ? OFFSET ?"""
 # One term's idf per chunk and per session, as a VALUES row.
 IDF2_ROW: Final = "({term}::BIGINT, {idf}::DOUBLE, {sidf}::DOUBLE)"

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from aivault.query.hybrid import DOMINANCE, LOOSE_DEPTH, LOOSE_WEIGHT, RRF_K, SIMILARITY_FLOOR, STRICT_BONUS, fuse
+from aivault.query.hybrid import (
+    COVERAGE_WEIGHT,
+    DOMINANCE,
+    LOOSE_DEPTH,
+    LOOSE_WEIGHT,
+    RRF_K,
+    SIMILARITY_FLOOR,
+    STRICT_BONUS,
+    fuse,
+)
 
 UPDATED = {s: 1_000 + s for s in range(100)}
 
@@ -57,3 +66,21 @@ def test_vector_only_sessions_below_the_floor_are_dropped_but_still_order_word_m
     assert [f.matched_by for f in out] == ["both", "vector", "lexical"]
     assert out[0].vector_rank == 3 and out[0].similarity == weak
     assert fuse([], "any", [(51, 510, weak)], UPDATED, "relevance") == []
+
+
+def test_session_scored_any_word_lists_are_weighted_by_the_share_of_the_query_they_hold() -> None:
+    """With coverage, every any-word session takes part at COVERAGE_WEIGHT x its share of the query: a
+    session holding most of a question's words beats the top vector hit, a one-word match alone does not."""
+    lexical: list[tuple[int, float, int | None]] = [(1, 1.2, 10), (2, 1.0, 20)]
+    lexical += [(s, 0.5, s) for s in range(3, 30)]
+    coverage = {1: 0.75, 2: 0.1, **{s: 0.1 for s in range(3, 30)}}
+    out = fuse(lexical, "any", [(50, 500, 0.6), (2, 21, 0.5)], UPDATED, "relevance", coverage=coverage)
+    # 1: 2 x 0.75 / 21 = 0.0714; 2 (both lists): 2 x 0.1 / 22 + 1 / 22 = 0.0545; 50: 1 / 21 = 0.0476;
+    # 3 (words only): 2 x 0.1 / 23 = 0.0087.
+    assert [f.sess for f in out][:4] == [1, 2, 50, 3]
+    assert out[0].score == pytest.approx(COVERAGE_WEIGHT * 0.75 / (RRF_K + 1))
+    assert out[1].score == pytest.approx(COVERAGE_WEIGHT * 0.1 / (RRF_K + 2) + 1 / (RRF_K + 2))
+    assert len(out) == 30  # no LOOSE_DEPTH cut: all 29 word matches and the vector-only session
+    # The same lists without coverage: the loose rule, cut to LOOSE_DEPTH at LOOSE_WEIGHT.
+    old = fuse(lexical, "any", [(50, 500, 0.6), (2, 21, 0.5)], UPDATED, "relevance")
+    assert len(old) == LOOSE_DEPTH + 1 and old[0].score == pytest.approx((LOOSE_WEIGHT + 1) / (RRF_K + 2))
