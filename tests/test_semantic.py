@@ -101,10 +101,12 @@ def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots:
     assert [t["sessionId"] for t in trace] == [h["sessionId"] for h in r["hits"]]
     top = trace[0]
     assert top["sessionId"] == ids["k8s"] and top["lexicalRank"] == 1 and top["vectorRank"] == 1
-    # "why does ..." is not in any one chunk: the lexical list is the loose any-word route.
-    from aivault.query.hybrid import LOOSE_WEIGHT, RRF_K
+    # A question: the lexical list is the any-word route, scored per session, and the top session
+    # holds every telling word of it (coverage 1).
+    from aivault.query.hybrid import COVERAGE_WEIGHT, RRF_K
 
-    assert top["fusedScore"] == pytest.approx(LOOSE_WEIGHT / (RRF_K + 1) + 1 / (RRF_K + 1))
+    assert top["fusedScore"] == pytest.approx(COVERAGE_WEIGHT * 1.0 / (RRF_K + 1) + 1 / (RRF_K + 1))
+    assert top["lexicalSessionRank"] == 1 and top["lexicalChunkRank"] is not None
     assert all(c["reason"] == "ranked below this page" for c in r["debug"]["cut"])
     assert r["hits"][0]["score"] == top["fusedScore"]
 
