@@ -47,13 +47,12 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
                       cur.execute(statement, [*filt_args, count, offset]).fetchall()]
     hashes = {t: term_hash(t) for t in terms}
     sdf: dict[int, int] = {}
-    df = document_frequencies(cur, snap, list(hashes.values()), sdf)
+    question = is_question(req.text, terms)
+    # A question goes straight to any-word ranking: its session frequencies are read with the rest.
+    df = document_frequencies(cur, snap, list(hashes.values()), sdf if question else None)
     tried: list[str] = []
     phrase = phrase_pattern(req.text) if len(terms) > 1 else None
-    if is_question(req.text, terms):
-        routes = ["any"]
-    else:
-        routes = ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
+    routes = ["any"] if question else ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
     repaired: dict[str, str] = {}
     memo: dict[str, Any] = {}  # the phrase route's all-terms candidates, reused by "all"
     for route in routes:
@@ -68,7 +67,7 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
                 continue
             for new in repaired.values():
                 hashes[stem(new)] = term_hash(stem(new))  # the vocabulary keeps words as written
-            df.update(document_frequencies(cur, snap, [hashes[stem(n)] for n in repaired.values()], sdf))
+            df.update(document_frequencies(cur, snap, [hashes[stem(n)] for n in repaired.values()]))
         tried.append(route)
         use = [stem(repaired[t]) if t in repaired else t for t in terms] if route in ("typo", "any") else terms
         if route == "any":
@@ -78,6 +77,9 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
         require_all = route in ("phrase", "all", "typo")
         if not present or (require_all and len(present) < len(dict.fromkeys(use))):
             continue
+        if route == "any" and any(h not in sdf for h in present.values()):
+            # Fell through the strict routes: the session frequencies the any-word score needs.
+            document_frequencies(cur, snap, [h for h in present.values() if h not in sdf], sdf)
         plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
         args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
         pat = phrase if route == "phrase" else None
@@ -124,11 +126,14 @@ def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes:
                          sessions: dict[int, int] | None = None) -> dict[int, int]:
     """Chunks holding each term hash, over every segment of the snapshot (absent terms are missing);
     ``sessions``, when given, gets the number of sessions holding each."""
+    if sessions is None:
+        branches = [bm25.term_scan(name, state, hashes, "term") for name, state in snap.segments]
+        union = " UNION ALL ".join(b for group in branches for b in group)
+        return {int(t): int(n) for t, n in cur.execute(sql.SELECT_DF.format(scans=union)).fetchall()}
     branches = [bm25.term_scan(name, state, hashes, "term, sess") for name, state in snap.segments]
     union = " UNION ALL ".join(b for group in branches for b in group)
-    rows = cur.execute(sql.SELECT_DF.format(scans=union)).fetchall()
-    if sessions is not None:
-        sessions.update({int(t): int(s) for t, _, s in rows})
+    rows = cur.execute(sql.SELECT_DF_SESSIONS.format(scans=union)).fetchall()
+    sessions.update({int(t): int(s) for t, _, s in rows})
     return {int(t): int(n) for t, n, _ in rows}
 
 

@@ -43,8 +43,11 @@ FILTER_BRANCHES: Final = "s.branch IN ({marks})"
 SELECT_FILTERED_SESSIONS: Final = ("SELECT s.sess, 0.0, NULL FROM sessions s WHERE {filters} "
                                    "ORDER BY s.updated_at DESC NULLS LAST, s.sess LIMIT ? OFFSET ?")
 # Document frequencies of the query's term hashes: one row per posting read by ``{scans}``
-# (a UNION ALL of per-segment TERM_EQ / TERM_IN branches), counted per term: chunks, and sessions.
-SELECT_DF: Final = "SELECT term, count(*), count(DISTINCT sess) FROM ({scans}) GROUP BY term"
+# (a UNION ALL of per-segment TERM_EQ / TERM_IN branches), counted per term.
+SELECT_DF: Final = "SELECT term, count(*) FROM ({scans}) GROUP BY term"
+# The same with the sessions holding each term (any-word ranking's session idf): read only when
+# that route runs, the strict routes do not pay for the distinct count.
+SELECT_DF_SESSIONS: Final = "SELECT term, count(*), count(DISTINCT sess) FROM ({scans}) GROUP BY term"
 # Typo repair: the vocabulary's words within edit distance ``d`` of a word the index has never seen.
 # Length and first-or-second-letter bounds let DuckDB skip most of the vocabulary before the
 # edit distance is computed; closest first, then alphabetical, so the choice is stable.
