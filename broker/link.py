@@ -19,6 +19,7 @@ import os
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class _Pending:
     internal: bool  # the link's own greeting or heartbeat ping, not a caller's request
 
 
-class Link:
+class Link(ABC):
     """The transport-independent half: requests, their deadlines, liveness, backoff."""
 
     transport: Transport = "relay"
@@ -353,29 +354,29 @@ class Link:
         self.connected_since_ms = None
 
     # --- the transport (subclasses) ---------------------------------------------------------------
+    @abstractmethod
     def _start_transport(self) -> None:
         """Begin opening (never block): spawn, connect. Raise LinkFailed when that fails at once."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _poll_items(self) -> list[tuple[Any, int]]:
         """The sockets or file descriptors to poll, with their ZeroMQ poll flags."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _on_events(self, events: dict[Any, int]) -> list[list[bytes]]:
         """Handle what the poll reported; the complete messages received. Raise LinkFailed when broken."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _transport_ready(self) -> bool:
         """Whether the transport can carry the greeting ping (the relay started, the handshake is done)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _write(self, frames: list[bytes]) -> None:
         """Queue one message; it is sent as the transport can take it."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _teardown(self) -> None:
         """Close the transport and everything it holds (processes, sockets)."""
-        raise NotImplementedError
 
     def _failure_detail(self) -> str:
         """A sentence on what the transport saw, appended to failure messages (ssh's stderr, an event)."""
