@@ -25,6 +25,7 @@ from aivault.scanner.spec import file_discovery
 from tests.builders import copilot as cb
 from tests.builders.copilot import CopilotWriter
 from tests.conftest import InprocDaemon
+from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "copilot-cli" / "agent-sessions" / "copilot"
@@ -36,14 +37,9 @@ FLAT_ID = "0c1d2e3f-4a5b-4c6d-9e7f-8a9b0c1d2e3f"
 HISTORY = QUIRKS / "history-session-state" / "session_7e8f9a0b-1c2d-4e3f-8a4b-5c6d7e8f9a0b_1759958016398.json"
 
 
-def lines_of(path: Path) -> list[bytes]:
-    lines = path.read_bytes().split(b"\n")
-    return lines[:-1] if lines and lines[-1] == b"" else lines
-
-
 def parse(path: Path) -> tuple[CopilotParser, list[Message]]:
     parser = CopilotParser(str(path))
-    return parser, [m for line in lines_of(path) for m in parser.feed(line)]
+    return parser, [m for line in file_lines(path) for m in parser.feed(line)]
 
 
 def feed(parser: CopilotParser, *records: dict[str, Any] | bytes) -> list[Message]:
@@ -336,21 +332,7 @@ def _split_files() -> list[Path]:
 @pytest.mark.parametrize("path", _split_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_state_resume_at_every_split_point(path: Path) -> None:
     """Parsing lines 1..k, saving state through msgpack and resuming for k+1..n equals one whole pass."""
-    lines = lines_of(path)
-    full = CopilotParser(str(path))
-    full_messages = [m for line in lines for m in full.feed(line)]
-    head = CopilotParser(str(path))
-    head_messages: list[Message] = []
-    for k in range(len(lines) + 1):
-        if k:
-            head_messages += head.feed(lines[k - 1])
-        state = msgpack.unpackb(msgpack.packb(head.state()), raw=False)
-        assert len(msgpack.packb(state)) < 8192
-        tail = CopilotParser(str(path), state)
-        assert tail.session == head.session
-        tail_messages = [m for line in lines[k:] for m in tail.feed(line)]
-        assert head_messages + tail_messages == full_messages, f"split after {k} lines"
-        assert tail.session == full.session and tail.stats == full.stats
+    assert_resumes_at_every_split(lambda state: CopilotParser(str(path), state), path)
 
 
 def test_state_stays_bounded_and_foreign_state_is_rejected() -> None:

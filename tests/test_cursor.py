@@ -10,7 +10,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import orjson
 import pytest
 
@@ -26,6 +25,7 @@ from tests.builders import cursor as cb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.builders.cursor import CursorWriter
 from tests.conftest import InprocDaemon
+from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "cursor" / "agent-sessions"
@@ -43,14 +43,9 @@ CHILD = TRANSCRIPTS / MAIN_ID / "subagents" / f"{CHILD_ID}.jsonl"
 SAMPLES = REPO / "samples" / "cursor" / ".cursor"
 
 
-def lines_of(path: Path) -> list[bytes]:
-    lines = path.read_bytes().split(b"\n")
-    return lines[:-1] if lines and lines[-1] == b"" else lines
-
-
 def parse(path: Path) -> tuple[CursorParser, list[Message]]:
     parser = CursorParser(str(path))
-    return parser, [m for line in lines_of(path) for m in parser.feed(line)]
+    return parser, [m for line in file_lines(path) for m in parser.feed(line)]
 
 
 def triples(messages: list[Message]) -> list[tuple[str, str, str]]:
@@ -473,21 +468,7 @@ def _split_files() -> list[Path]:
 @pytest.mark.parametrize("path", _split_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_state_resume_at_every_split_point(path: Path) -> None:
     """Parsing lines 1..k, saving state through msgpack and resuming for k+1..n equals one whole pass."""
-    lines = lines_of(path)
-    full = CursorParser(str(path))
-    full_messages = [m for line in lines for m in full.feed(line)]
-    head = CursorParser(str(path))
-    head_messages: list[Message] = []
-    for k in range(len(lines) + 1):
-        if k:
-            head_messages += head.feed(lines[k - 1])
-        state = msgpack.unpackb(msgpack.packb(head.state()), raw=False)
-        assert len(msgpack.packb(state)) < 8192
-        tail = CursorParser(str(path), state)
-        assert tail.session == head.session
-        tail_messages = [m for line in lines[k:] for m in tail.feed(line)]
-        assert head_messages + tail_messages == full_messages, f"split after {k} lines"
-        assert tail.session == full.session and tail.stats == full.stats
+    assert_resumes_at_every_split(lambda state: CursorParser(str(path), state), path)
 
 
 def test_foreign_state_is_rejected() -> None:

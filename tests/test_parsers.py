@@ -15,6 +15,7 @@ from aivault.scanner.claude import ClaudeParser
 from aivault.scanner.codex import CodexParser, read_session_index
 from aivault.scanner.jsonutil import EXTRA_KEYS_MAX, compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
+from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
 AnyParser = ClaudeParser | CodexParser
 
@@ -73,14 +74,6 @@ def make_parser(path: Path, state: dict[str, Any] | None = None) -> AnyParser:
     return ClaudeParser(str(path), state)
 
 
-def file_lines(path: Path) -> list[bytes]:
-    """The lines the scanner would feed: split on newlines, without the empty tail after the last one."""
-    lines = path.read_bytes().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
 def parse(path: Path) -> tuple[AnyParser, list[Message]]:
     parser = make_parser(path)
     messages: list[Message] = []
@@ -102,13 +95,6 @@ def feed_all(parser: AnyParser, records: Iterable[dict[str, Any] | bytes]) -> li
 
 def pairs(messages: list[Message]) -> list[tuple[str, str, str]]:
     return [(m.role, m.kind, m.text) for m in messages]
-
-
-def roundtrip(state: dict[str, Any]) -> dict[str, Any]:
-    """The state as the indexer stores it: through msgpack and back."""
-    restored = msgpack.unpackb(msgpack.packb(state, use_bin_type=True), raw=False)
-    assert isinstance(restored, dict)
-    return restored
 
 
 def fixture_files() -> list[Path]:
@@ -921,22 +907,7 @@ def test_ten_megabyte_line_parses(factory: Any) -> None:
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_state_resume_at_every_split_point(path: Path) -> None:
     """Parsing lines 1..k, saving state through msgpack and resuming for k+1..n equals one whole pass."""
-    lines = file_lines(path)
-    full = make_parser(path)
-    full_messages = [m for line in lines for m in full.feed(line)]
-    head = make_parser(path)
-    head_messages: list[Message] = []
-    for k in range(len(lines) + 1):
-        if k:
-            head_messages.extend(head.feed(lines[k - 1]))
-        state = roundtrip(head.state())
-        assert len(msgpack.packb(state)) < 8192, f"state too large after {k} lines"
-        tail = make_parser(path, state)
-        assert tail.session == head.session
-        tail_messages = [m for line in lines[k:] for m in tail.feed(line)]
-        assert head_messages + tail_messages == full_messages, f"messages differ when split after {k} lines"
-        assert tail.session == full.session, f"session differs when split after {k} lines"
-        assert tail.stats == full.stats, f"stats differ when split after {k} lines"
+    assert_resumes_at_every_split(lambda state: make_parser(path, state), path)
 
 
 @pytest.mark.parametrize("factory", PARSERS)
