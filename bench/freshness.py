@@ -27,7 +27,7 @@ from typing import Any
 
 from aivault import policy
 from aivault.home import Home, write_private
-from bench.run import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args, time_queries
+from bench.run import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args, start_daemon, time_queries
 from tests.builders.claude import ClaudeWriter
 
 
@@ -79,17 +79,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, appends: int, embed: b
     _index(home, corpus, env)
     queries = pick_queries(home.db_path, seed)
     res: dict[str, Any] = {"messages": manifest["messages"], "embed": embed}
-    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon, rpc = start_daemon(corpus, env, home)
     try:
-        from aivault.broker.client import RpcClient
-
-        rpc = RpcClient.for_home(home, timeout_s=120)
-        deadline = time.monotonic() + 60
-        while rpc.ping() is None:
-            if time.monotonic() > deadline:
-                raise SystemExit("the daemon did not start")
-            time.sleep(0.1)
         rpc.call("aiVault.reconcile", {"full": True})
         if embed:
             time.sleep(2)  # the semantic worker has started on the corpus

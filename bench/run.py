@@ -149,6 +149,22 @@ def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> d
     return out
 
 
+def start_daemon(corpus: Path, env: dict[str, str], home: Home) -> tuple[subprocess.Popen[bytes], Any]:
+    """``aivault serve`` over the corpus in the background, and an RPC client once it answers ping."""
+    from aivault.broker.client import RpcClient
+
+    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rpc = RpcClient.for_home(home, timeout_s=120)
+    deadline = time.monotonic() + 60
+    while rpc.ping() is None:
+        if time.monotonic() > deadline or daemon.poll() is not None:
+            daemon.kill()
+            raise SystemExit(f"the daemon did not start (exit code {daemon.poll()})")
+        time.sleep(0.1)
+    return daemon, rpc
+
+
 # --- one size ----------------------------------------------------------------------------------
 def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybrid: bool = False,
                daemon_disk: bool = True) -> dict[str, Any]:
@@ -198,17 +214,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
     svc.close()
     con.close()
 
-    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)],
-                              env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon, rpc = start_daemon(corpus, env_for(home), h)
     try:
-        from aivault.broker.client import RpcClient
-
-        rpc = RpcClient.for_home(h, timeout_s=120)
-        deadline = time.monotonic() + 60
-        while rpc.ping() is None:
-            if time.monotonic() > deadline:
-                raise SystemExit("the daemon did not start")
-            time.sleep(0.1)
         rpc.call("aiVault.reconcile", {"full": True})
         quiet(rpc)
         res["daemon"] = time_queries(lambda q: rpc.call("aiVault.searchSessions", {"query": q, "limit": 20}),
@@ -276,7 +283,6 @@ def daemon_built_disk(label: str, corpus: Path, base: Path, timeout_s: float = 1
     """Disk after a daemon built the index from nothing: `aivault serve` freezes and merges as it
     indexes (no bulk load), and reclaims once idle after its merges. The file and used sizes are
     read from indexStats: before the reclaim (as its record says) and after it."""
-    from aivault.broker.client import RpcClient
 
     home = base / f"home-{label}-daemon"
     if home.exists():
@@ -284,15 +290,8 @@ def daemon_built_disk(label: str, corpus: Path, base: Path, timeout_s: float = 1
     h = Home.resolve(home).ensure()
     policy.save(h, policy.Policy(True, None))
     write_private(h.config_path, b'{"embed": {"enabled": false}}')
-    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)],
-                              env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon, rpc = start_daemon(corpus, env_for(home), h)
     try:
-        rpc = RpcClient.for_home(h, timeout_s=120)
-        deadline = time.monotonic() + 60
-        while rpc.ping() is None:
-            if time.monotonic() > deadline:
-                raise SystemExit("the daemon did not start")
-            time.sleep(0.1)
         t0 = time.monotonic()
         rpc.call("aiVault.reconcile", {"full": True}, timeout_s=timeout_s)
         indexed_s = time.monotonic() - t0
