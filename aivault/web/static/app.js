@@ -248,15 +248,18 @@ async function clearIndex() {
   $("settings-error").textContent = "";
   try {
     const r = await api("/api/clear", { confirm: true });
-    document.body.dataset.cleared = r.identity;
+    // What status said before the clear is about the old index: it is not shown (nor kept in
+    // data-phase) until the first read of the new one.
+    delete document.body.dataset.phase;
+    $("status-line").textContent = "Cleared; the index is being rebuilt.";
     $("results").replaceChildren();
     $("more").hidden = true;
     search.cursor = null;
+    await observe();
+    document.body.dataset.cleared = r.identity;
   } catch (e) {
     $("settings-error").textContent = e.message;
-    return;
   }
-  await observe();
 }
 
 function initSettings() {
