@@ -75,8 +75,11 @@ class Daemon:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
                  schedule: bool = True, semantic: bool = True, bulk: bool = False, listen: str | None = None) -> None:
         self.home = home
+        # A long-lived process: BM25 over memory-mapped postings sidecars (query/postings.py), unless
+        # AIVAULT_POSTINGS_SIDECAR=0 (benchmarks comparing both paths).
+        fast = os.environ.get("AIVAULT_POSTINGS_SIDECAR", "1") != "0"
         self.session = WriterSession(home, extra_roots=extra_roots, default_roots=default_roots, schedule=schedule,
-                                     semantic=semantic, bulk=bulk)
+                                     semantic=semantic, bulk=bulk, fast_postings=fast)
         self.service = self.session.service
         # What the endpoints answer from; the null service once the daemon closes.
         self._endpoint: SessionSearchService = NULL_SERVICE

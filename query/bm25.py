@@ -22,6 +22,8 @@ from aivault.indexer.segments import K1, B
 from aivault.query import sql
 from aivault.query.records import Plan, Row, Snapshot
 from aivault.query.request import SearchRequest
+from aivault.query.weights import PHRASE_CANDIDATES, SESSION_CHUNK_WEIGHT
+from aivault.query.weights import idf as _idf
 from aivault.text import normalize
 
 # Postings read per term when a term is too common to read whole; the sorted segments keep
@@ -32,11 +34,6 @@ TERM_CAP = 50_000
 # the topic ("lock" among 200 chunks), and its postings cost nothing.
 UBIQUITOUS_SHARE = 0.05
 UBIQUITOUS_MIN_DF = 1000
-# Chunks (best BM25 first) whose text is checked for a phrase; more candidates are reported as
-# truncated.candidates.
-PHRASE_CANDIDATES = 100
-# Any-word ranking: the weight of the best chunk's (relative) BM25 beside the session's.
-SESSION_CHUNK_WEIGHT = 0.25
 
 
 def term_scan(name: str, state: str, hashes: list[int], columns: str, extra: str = "") -> list[str]:
@@ -101,22 +98,28 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         if telling:
             hashes = telling
             plan.terms = list(telling)  # snippets mark the words that ranked, not the dropped ones
+    px = snap.postings
     if not require_all and phrase is None and sdf is not None:
+        if px is not None:
+            from aivault.query import fastrank
+
+            rows_np = fastrank.score_sessions(px, req, snap, plan, list(hashes.values()), df, sdf, filt_sql,
+                                              filt_args, offset, count, cap=TERM_CAP)
+            if rows_np is not None:
+                return rows_np
         return _score_sessions(cur, req, snap, plan, list(hashes.values()), df, sdf, filt_sql, filt_args, offset,
                                count)
-    statement, all_args, capped = _statement(req, snap, list(hashes.values()), df, filt_sql, filt_args, offset,
-                                             count, require_all=require_all, phrase=phrase is not None)
-    if capped:
-        plan.capped = True
-    page: list[Row] = []
-    page_updated: dict[int, int] = {}
-    top: list[tuple[int, int, float]] = []
-    for part, sess, value, chunk, updated in cur.execute(statement, all_args).fetchall():
-        if part == 0:
-            page.append((int(sess), float(value), int(chunk)))
-            page_updated[int(sess)] = int(updated) if updated is not None else -1
-        else:
-            top.append((int(chunk), int(sess), float(value)))
+    fast = None
+    if px is not None:
+        from aivault.query import fastrank
+
+        fast = fastrank.score(px, req, snap, plan, list(hashes.values()), df, filt_sql, filt_args, offset, count,
+                              require_all=require_all, phrase=phrase is not None, cap=TERM_CAP)
+    if fast is not None:
+        page, page_updated, top = fast
+    else:
+        page, page_updated, top = _score_sql(cur, req, snap, plan, hashes, df, filt_sql, filt_args, offset, count,
+                                             require_all=require_all, phrase=phrase is not None)
     if phrase is None:
         plan.updated.update(page_updated)
         return page
@@ -132,11 +135,37 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
     matched = {int(c) for c, text in cur.execute(
         sql.SELECT_CHUNK_TEXTS.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
         if rx.search(normalize(text))}
-    return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count)
+    return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count, px)
 
 
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+def _score_sql(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+               hashes: dict[str, int], df: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
+               count: int, *, require_all: bool,
+               phrase: bool) -> tuple[list[Row], dict[int, int], list[tuple[int, int, float]]]:
+    """The scoring statement's page, its update times and (with ``phrase``) the phrase candidates."""
+    statement, all_args, capped = _statement(req, snap, list(hashes.values()), df, filt_sql, filt_args, offset,
+                                             count, require_all=require_all, phrase=phrase)
+    if capped:
+        plan.capped = True
+    page: list[Row] = []
+    page_updated: dict[int, int] = {}
+    top: list[tuple[int, int, float]] = []
+    for part, sess, value, chunk, updated in cur.execute(statement, all_args).fetchall():
+        if part == 0:
+            page.append((int(sess), float(value), int(chunk)))
+            page_updated[int(sess)] = int(updated) if updated is not None else -1
+        else:
+            top.append((int(chunk), int(sess), float(value)))
+    return page, page_updated, top
+
+
+def _capped_order(state: str, snap: Snapshot, filtered: bool) -> str:
+    """How a capped term's postings are ordered before its LIMIT: a sorted segment holds them in
+    impact order already (kept by a plain scan, but not through the semi-join a session filter
+    adds, which would take an arbitrary TERM_CAP of them: its row order is asked for then)."""
+    if state == "sorted":
+        return sql.STORAGE_ORDER if filtered else ""
+    return sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
 
 
 def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[int, int], filt_sql: str,
@@ -153,7 +182,7 @@ def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[in
             parts.append(branch)
             args += filt_args if sess_f else []
         for h in capped_terms:
-            order = "" if state == "sorted" else sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
+            order = _capped_order(state, snap, bool(sess_f))
             parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
                                                 cap=TERM_CAP))
             args += filt_args if sess_f else []
@@ -218,7 +247,7 @@ def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[i
             parts.append(branch)
             args += filt_args if sess_f else []
         for h in capped_terms:
-            order = "" if state == "sorted" else sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
+            order = _capped_order(state, snap, bool(sess_f))
             parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
                                                 cap=TERM_CAP))
             args += filt_args if sess_f else []
@@ -246,7 +275,7 @@ def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[i
 
 
 def rank_chunks(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan, cands: list[tuple[int, int, float]],
-                offset: int, count: int) -> list[Row]:
+                offset: int, count: int, snap_postings: Any = None) -> list[Row]:
     """Sessions ranked by their best chunk among ``cands`` (chunk, sess, score; best first)."""
     best: dict[int, tuple[float, int]] = {}
     for chunk, sess, value in cands:
@@ -255,8 +284,11 @@ def rank_chunks(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan, 
             best[sess] = (value, chunk)
     if not best:
         return []
-    updated = {int(s): (u if u is not None else -1) for s, u in cur.execute(
-        sql.SELECT_UPDATED.format(sessions=", ".join(map(str, best)))).fetchall()}
+    if snap_postings is not None:  # the daemon's sessions of this generation (query/fastrank.py)
+        updated = snap_postings.sessions.updated_of(list(best))
+    else:
+        updated = {int(s): (u if u is not None else -1) for s, u in cur.execute(
+            sql.SELECT_UPDATED.format(sessions=", ".join(map(str, best)))).fetchall()}
     live = [s for s in best if s in updated]  # a session deleted since its postings were written
     if req.filters.sort == "relevance":
         live.sort(key=lambda s: (-best[s][0], -updated[s], s))

@@ -50,8 +50,12 @@ class Engine:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
                  committed_generation: Callable[[], int | None] | None = None,
-                 vectors: VectorSource | None = None) -> None:
+                 vectors: VectorSource | None = None, postings: Any = None) -> None:
         self._con = con
+        # query/postings.PostingsSidecars in the daemon: BM25 over memory-mapped sorted segments
+        # (query/fastrank.py); None reads every posting in DuckDB.
+        self.postings = postings
+        self._sessions: Any = None  # query/fastrank.SessionTable of the last generation searched
         self._key = key
         self.vectors = vectors
         self._lock = lock
@@ -81,6 +85,8 @@ class Engine:
         return cur
 
     def close(self) -> None:
+        if self.postings is not None:
+            self.postings.close()
         if self._vector_pool is not None:
             self._vector_pool.shutdown(wait=True)
         with self._cursors_lock:
@@ -103,8 +109,22 @@ class Engine:
         row = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
         assert row is not None
         n = int(row[2])
-        segs = [(str(a), str(b)) for a, b in cur.execute(sql.SELECT_SEGMENTS).fetchall()]
-        return Snapshot(str(row[0]), int(row[1]), n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]))
+        identity, generation = str(row[0]), int(row[1])
+        if self.postings is None:
+            segs = [(str(a), str(b)) for a, b in cur.execute(sql.SELECT_SEGMENTS).fetchall()]
+            return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]))
+        rows = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
+        segs = [(a, b) for a, b, _ in rows]
+        px = None
+        arrays = self.postings.arrays(identity, rows)
+        if arrays is not None:
+            from aivault.query.fastrank import SearchPostings, SessionTable
+
+            table = self._sessions
+            if table is None or table.key != (identity, generation):
+                table = self._sessions = SessionTable((identity, generation), cur)
+            px = SearchPostings(cur, segs, arrays, table)
+        return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)
 
     # --- search -------------------------------------------------------------------------------
     def semantic_ready(self) -> bool:
@@ -156,7 +176,7 @@ class Engine:
                 rows = [(f.sess, f.score, f.chunk) for f in fused[offset : offset + req.limit + 1]]
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
-            page_hits, cut = hits.assemble(cur, req, plan, rows)
+            page_hits, cut = hits.assemble(cur, req, plan, rows, snap.postings)
             trace = hits.trace(cur, rows, fused, offset, plan.ranks) if req.debug else None
             duration = (time.perf_counter() - t0) * 1000
             if self.assembly_hook is not None:

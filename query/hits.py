@@ -12,11 +12,11 @@ from aivault.query import sql
 from aivault.query.hybrid import CUT_REPORTED, Fused, trace_entry
 from aivault.query.records import Plan, Row
 from aivault.query.request import SearchRequest
-from aivault.query.snippets import make_snippet
+from aivault.query.snippets import Matcher, make_snippet
 
 
 def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
-             rows: list[Row]) -> tuple[list[dict[str, Any]], int]:
+             rows: list[Row], postings: Any = None) -> tuple[list[dict[str, Any]], int]:
     """The hits of ``rows`` in their order, and how many snippets were cut.
 
     A session deleted since it was ranked has no metadata row and is left out, rather than
@@ -25,13 +25,18 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
     if not rows:
         return [], 0
     sess_ids = [r[0] for r in rows]
-    meta = {int(r[0]): r for r in cur.execute(
-        sql.SELECT_HIT_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sess_ids))).fetchall()}
+    if postings is not None:  # the daemon's fast path (query/fastrank.py)
+        from aivault.query.fastrank import page_sessions
+
+        meta = page_sessions(postings, sess_ids)
+    else:
+        meta = {int(r[0]): r for r in cur.execute(
+            sql.SELECT_HIT_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sess_ids))).fetchall()}
     chunk_ids = [r[2] for r in rows if r[2] is not None]
     chunks = {int(r[0]): r for r in cur.execute(
         sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in chunk_ids))
     ).fetchall()} if chunk_ids else {}
-    terms = set(plan.terms)
+    terms = Matcher(set(plan.terms))
     hits: list[dict[str, Any]] = []
     cut = 0
     for sess, score, chunk in rows:

@@ -78,9 +78,11 @@ def clear_offline(home: Home) -> list[str]:
 class LocalService:
     def __init__(self, home: Home, con: duckdb.DuckDBPyConnection, meta: Meta, *, extra_roots: list[str],
                  default_roots: bool = True, schedule: bool = True, semantic: bool = True,
-                 bulk: bool = False) -> None:
+                 bulk: bool = False, fast_postings: bool = False) -> None:
         self.home = home
         self.semantic = semantic
+        # Searches score BM25 over the postings sidecars (query/postings.py): the daemon's choice.
+        self.fast_postings = fast_postings
         self._bulk = bulk  # the first indexer only (see IndexerService)
         self.con = con
         self.extra_roots = extra_roots
@@ -124,7 +126,10 @@ class LocalService:
             # Only a running writer can move the index under a page being assembled.
             return ix.generation if ix.started and not ix.closed else None
 
-        return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec)
+        from aivault.query.postings import PostingsSidecars
+
+        return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
+                      postings=PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None)
 
     # --- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:

@@ -126,6 +126,9 @@ def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes:
                          sessions: dict[int, int] | None = None) -> dict[int, int]:
     """Chunks holding each term hash, over every segment of the snapshot (absent terms are missing);
     ``sessions``, when given, gets the number of sessions holding each."""
+    if snap.postings is not None:
+        found: dict[int, int] = snap.postings.document_frequencies(hashes, sessions)
+        return found
     if sessions is None:
         branches = [bm25.term_scan(name, state, hashes, "term") for name, state in snap.segments]
         union = " UNION ALL ".join(b for group in branches for b in group)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # A ranked session: (internal session id, score, its evidence chunk or None).
 Row = tuple[int, float, int | None]
@@ -35,3 +36,6 @@ class Snapshot:
     avgdl: float
     segments: list[tuple[str, str]]  # (name, state)
     tokenizer: int  # the TOKENIZER_VERSION the indexed terms were cut with
+    # The daemon's memory-mapped postings (query/fastrank.SearchPostings) when every sorted segment
+    # has its sidecar; None: every posting is read in DuckDB.
+    postings: Any = None

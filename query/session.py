@@ -27,7 +27,7 @@ POLICY_POLL_S = 1.0
 
 class WriterSession:
     def __init__(self, home: Home, *, extra_roots: list[str] | None = None, default_roots: bool = True,
-                 schedule: bool = True, semantic: bool = True, bulk: bool = False) -> None:
+                 schedule: bool = True, semantic: bool = True, bulk: bool = False, fast_postings: bool = False) -> None:
         self.home = home.ensure()
         # Everything this process writes in the data directory (DuckDB creates its WAL lazily)
         # is the user's private data.
@@ -37,7 +37,7 @@ class WriterSession:
         try:
             con, meta = open_writer(home)
             self.service = LocalService(home, con, meta, extra_roots=roots, default_roots=default_roots,
-                                        schedule=schedule, semantic=semantic, bulk=bulk)
+                                        schedule=schedule, semantic=semantic, bulk=bulk, fast_postings=fast_postings)
         except BaseException:
             os.close(self._pid_fd)
             raise

@@ -33,32 +33,55 @@ def _escape(text: str) -> str:
     return text.replace("[[", f"[{_ZWSP}[").replace("]]", f"]{_ZWSP}]")
 
 
-def _token_hit(token: str, terms: set[str]) -> tuple[str | None, bool]:
-    """The query term a surface token matches (or None), and whether only a CJK part of it is marked."""
-    if token.isascii():
+class Matcher:
+    """Which surface tokens match a query's terms, remembered per token: one per page of hits
+    (every snippet of a page marks the same terms)."""
+
+    __slots__ = ("_probe", "_seen", "terms", "tokens_rx")
+
+    def __init__(self, terms: set[str]) -> None:
+        self.terms = terms
         # Every term an ASCII token yields (the word and its identifier parts, stemmed) is a
-        # substring of its lower-cased form, but for a stem's final y turned i ("happy" -> "happi"):
-        # most tokens are ruled out without cutting them into terms.
-        low = token.lower()
-        if low in terms:
-            return low, False
-        if not any((t[:-1] if t.endswith("i") else t) in low for t in terms):
-            return None, False
-    produced = token_terms(normalize(token))
-    hit = next((t for t in produced if t in terms), None)
-    return hit, hit is not None and len(produced) > 1 and len(produced[0]) == 2 and hit in token
+        # substring of its lower-cased form, but for a stem's final y turned i ("happy" ->
+        # "happi"): a token holding none of these probes is ruled out without cutting it into terms.
+        probes = sorted({t[:-1] if t.endswith("i") else t for t in terms}, key=lambda t: (-len(t), t))
+        self._probe = re.compile("|".join(map(re.escape, probes))) if probes and all(probes) else None
+        # In ASCII text without "#" (which the tokenizer treats specially), the tokens that can
+        # match are exactly the whole word runs (with a "++"/"#" suffix) holding a probe: one
+        # regex finds them without visiting every token.
+        self.tokens_rx = re.compile(r"(?<!\w)\w*(?:" + "|".join(map(re.escape, probes)) + r")\w*(?:\+\+)?",
+                                    re.IGNORECASE | re.ASCII) \
+            if self._probe is not None and all(p.isascii() for p in probes) else None
+        self._seen: dict[str, tuple[str | None, bool]] = {}
+
+    def hit(self, token: str) -> tuple[str | None, bool]:
+        """The query term a surface token matches (or None), and whether only a CJK part of it is marked."""
+        found = self._seen.get(token)
+        if found is None:
+            found = self._seen[token] = self._hit(token)
+        return found
+
+    def _hit(self, token: str) -> tuple[str | None, bool]:
+        terms = self.terms
+        if token.isascii():
+            low = token.lower()
+            if low in terms:
+                return low, False
+            if self._probe is not None and self._probe.search(low) is None:
+                return None, False
+        produced = token_terms(normalize(token))
+        hit = next((t for t in produced if t in terms), None)
+        return hit, hit is not None and len(produced) > 1 and len(produced[0]) == 2 and hit in token
 
 
-def _spans(text: str, terms: set[str]) -> list[tuple[int, int, str]]:
+def _spans(text: str, matcher: Matcher) -> list[tuple[int, int, str]]:
     """(start, end, term) for every token of ``text`` that matches a query term."""
     out: list[tuple[int, int, str]] = []
-    seen: dict[str, tuple[str | None, bool]] = {}
-    for m in iter_tokens(text):
+    hit_of = matcher.hit
+    fast = matcher.tokens_rx is not None and "#" not in text and text.isascii()
+    for m in (matcher.tokens_rx.finditer(text) if fast else iter_tokens(text)):  # type: ignore[union-attr]
         token = m.group(0)
-        found = seen.get(token)
-        if found is None:
-            found = seen[token] = _token_hit(token, terms)
-        hit, partial = found
+        hit, partial = hit_of(token)
         if hit is None:
             continue
         start, end = m.span()
@@ -89,8 +112,9 @@ def _best_window(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple
     return lo, min(n, lo + width)
 
 
-def make_snippet(text: str, terms: set[str], width: int = SNIPPET_CHARS) -> Snippet:
-    spans = _spans(text, terms)
+def make_snippet(text: str, terms: set[str] | Matcher, width: int = SNIPPET_CHARS) -> Snippet:
+    """The snippet of ``text`` marking ``terms`` (a Matcher shares the token tests across a page)."""
+    spans = _spans(text, terms if isinstance(terms, Matcher) else Matcher(terms))
     lo, hi = _best_window(spans, len(text), width)
     # Never cut a mark: widen the window to whole spans that straddle its edges.
     for s, e, _ in spans:

@@ -24,6 +24,8 @@ END_READ: Final = "ROLLBACK"
 SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer FROM meta"
 # The segments the page's postings scans visit, in the registry's order.
 SELECT_SEGMENTS: Final = "SELECT name, state FROM segments"
+# The same with each segment's creation time, which names its postings sidecar (query/postings.py).
+SELECT_SEGMENTS_CREATED: Final = "SELECT name, state, created_at FROM segments"
 
 # --- filters (query/bm25.py: filter_clause) -----------------------------------------------------
 # Fragments over ``sessions s``, AND-ed; "TRUE" when the request has no filter, so every statement
@@ -67,6 +69,9 @@ CAPPED_TERM: Final = ("(SELECT term, chunk, sess, tf, dl FROM {segment} WHERE te
                       "{order} LIMIT {cap})")
 # A posting's BM25 impact, the order the merge sorts segments by (indexer/schema.py MERGE_SEGMENTS).
 IMPACT_ORDER: Final = " ORDER BY tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"
+# A sorted segment's own row order (its impact order), asked for when a session filter's semi-join
+# would otherwise hand a capped term's rows over in any order.
+STORAGE_ORDER: Final = " ORDER BY rowid"
 # Scope "conversation": postings of message text only (the segment's ``conv`` flag).
 ONLY_CONVERSATION: Final = " AND conv"
 # Filters applied inside every scan, so postings of filtered-out sessions are never summed.

@@ -20,8 +20,8 @@ import pytest
 
 from aivault import policy
 from aivault.home import Home
-from aivault.query.bm25 import SESSION_CHUNK_WEIGHT
 from aivault.query.planner import is_question
+from aivault.query.weights import SESSION_CHUNK_WEIGHT
 from aivault.text import _TOKEN_RX, FUNCTION_WORDS, query_terms, token_terms
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, lexical_only

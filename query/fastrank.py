@@ -1,0 +1,446 @@
+"""BM25 over memory-mapped postings (query/postings.py), scored in NumPy: the same ranking as the
+SQL of query/bm25.py, in fewer statements.
+
+Every rule of the SQL is reproduced exactly -- the same postings (conversation scope, filters,
+the rarest term bounding an all-terms match, TERM_CAP on common terms taken in the segment's
+impact order), the same floating-point expression per posting, ``round(x, 6)`` as DuckDB rounds
+(half away from zero), the same tie-breaks -- so a query returns the same sessions in the same
+order, with the same scores, whichever path answered it (tests/test_fastrank.py compares both on
+every route). Where the SQL's answer would depend on an order this module does not have (a
+capped term holding more than the cap (bm25.TERM_CAP) of postings in a segment that is not sorted), the functions
+return None and the caller runs the SQL.
+
+Statements left per search: the snapshot, the postings of segments that are not sorted (one,
+when there are any), the filtered sessions (only with filters), and once per generation the
+sessions' update times (and, for any-word ranking, their lengths).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from aivault.indexer.segments import K1, B
+from aivault.query import sql
+from aivault.query.postings import SegmentArrays
+from aivault.query.records import Plan, Row, Snapshot
+from aivault.query.request import SearchRequest
+from aivault.query.weights import PHRASE_CANDIDATES, SESSION_CHUNK_WEIGHT
+from aivault.query.weights import idf as _idf
+
+# The constants exactly as the SQL writes them (str() of the float, read back as a DOUBLE).
+_K1 = float(str(K1))
+_B = float(str(B))
+_K1P1 = float(str(K1 + 1))
+_CHUNK_WEIGHT = float(repr(SESSION_CHUNK_WEIGHT))
+
+SELECT_UNSORTED = ("SELECT {seg}::INTEGER AS seg, term, chunk, sess, tf, dl, conv FROM {name} "
+                   "WHERE term IN ({terms})")
+SELECT_SESSION_TIMES = "SELECT sess, updated_at FROM sessions"
+SELECT_SESSION_LENGTHS = "SELECT sess, sum(dl)::DOUBLE FROM chunks GROUP BY sess"
+SELECT_ALLOWED = "SELECT s.sess FROM sessions s WHERE {filters}"
+SELECT_TITLES = "SELECT agent, session_id, title FROM titles"
+# A page's sessions; titles are joined in Python (SessionTable.titles). ``list_contains`` rather than
+# IN: DuckDB plans an IN list of constants as a join, ~3x slower on a page of ids (bench, 100k).
+SELECT_PAGE_SESSIONS = """SELECT s.sess, s.agent, s.session_id, s.title, s.cwd, s.branch, s.updated_at,
+                      s.message_count, s.resume_command, s.present
+               FROM sessions s WHERE list_contains([{sessions}], s.sess)"""
+
+
+def round6(x: Any) -> Any:
+    """DuckDB's round(x, 6) of non-negative doubles: half away from zero (NumPy rounds half to even)."""
+    y = np.asarray(x, dtype=np.float64) * 1e6
+    t = np.trunc(y)
+    return (t + ((y - t) >= 0.5)) / 1e6
+
+
+class SessionTable:
+    """The sessions of one generation: ids in order, update times, and (on demand) lengths."""
+
+    def __init__(self, key: tuple[str, int], cur: duckdb.DuckDBPyConnection) -> None:
+        self.key = key
+        got = cur.execute(SELECT_SESSION_TIMES).fetchnumpy()
+        sess = np.asarray(got["sess"], dtype=np.int64)
+        upd = got["updated_at"]
+        null = np.ma.getmaskarray(upd)
+        updated = np.where(null, -1, np.ma.getdata(upd)).astype(np.int64)
+        order = np.argsort(sess, kind="stable")
+        self.sess = sess[order]
+        self.updated = updated[order]
+        self.null = null[order]
+        # Sort key for "updated_at DESC NULLS LAST": NULL lowest.
+        self.order_key = np.where(self.null, -np.inf, self.updated.astype(np.float64))
+        self._lengths: np.ndarray[Any, Any] | None = None
+        self._titles: dict[tuple[str, str], str] | None = None
+        self._rows: dict[str, int] = {}  # rows of the segments that are not sorted
+        self._mutex = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        return len(self.sess)
+
+    def lookup(self, sess: Any) -> tuple[Any, Any]:
+        """(index into this table, found) for each of ``sess``."""
+        idx = np.searchsorted(self.sess, sess)
+        idx_c = np.minimum(idx, max(len(self.sess) - 1, 0))
+        found = (idx < len(self.sess)) & (self.sess[idx_c] == sess) if len(self.sess) else np.zeros(len(sess), bool)
+        return idx_c, found
+
+    def rows(self, cur: duckdb.DuckDBPyConnection, segment: str) -> int:
+        """The rows of a segment that is not sorted: it changes only with the generation."""
+        with self._mutex:
+            n = self._rows.get(segment)
+            if n is None:
+                row = cur.execute(f"SELECT count(*) FROM {segment}").fetchone()
+                n = self._rows[segment] = int(row[0]) if row else 0
+            return n
+
+    def titles(self, cur: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
+        """The agents' own session titles (the ``titles`` table), which win over the transcript's."""
+        with self._mutex:
+            if self._titles is None:
+                self._titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}
+            return self._titles
+
+    def updated_of(self, sessions: list[int]) -> dict[int, int]:
+        """updatedAt (-1 when unknown) of those of ``sessions`` that exist."""
+        if not sessions:
+            return {}
+        arr = np.asarray(sessions, dtype=np.int64)
+        idx, found = self.lookup(arr)
+        return {int(arr[i]): int(self.updated[idx[i]]) for i in np.flatnonzero(found)}
+
+    def lengths(self, cur: duckdb.DuckDBPyConnection) -> Any:
+        """Each session's length in tokens (its chunks' dl summed), aligned with ``sess``; NaN
+        for a session without chunks. Read once per generation, inside the caller's snapshot."""
+        with self._mutex:
+            if self._lengths is None:
+                got = cur.execute(SELECT_SESSION_LENGTHS).fetchnumpy()
+                keys = list(got)
+                s = np.asarray(got[keys[0]], dtype=np.int64)
+                dl = np.asarray(got[keys[1]], dtype=np.float64)
+                out = np.full(len(self.sess), np.nan)
+                idx, found = self.lookup(s)
+                out[idx[found]] = dl[found]
+                self._lengths = out
+            return self._lengths
+
+
+@dataclass(slots=True)
+class _Part:
+    """One segment's postings of one term."""
+
+    ordered: bool  # in the segment's impact order (a sorted segment)
+    chunk: Any
+    sess: Any
+    tf: Any
+    dl: Any
+    conv: Any
+
+
+class SearchPostings:
+    """The postings one search reads: slices of the sorted segments' sidecars, and the segments
+    that are not sorted read from DuckDB (one statement per batch of new terms)."""
+
+    def __init__(self, cur: duckdb.DuckDBPyConnection, segments: list[tuple[str, str]],
+                 arrays: dict[str, SegmentArrays], sessions: SessionTable) -> None:
+        self.cur = cur
+        self.segments = segments
+        self.arrays = arrays
+        self.sessions = sessions
+        # Segments that are not sorted and hold rows: their postings are read in DuckDB.
+        self._unsorted = [(i, name) for i, (name, state) in enumerate(segments)
+                          if state != "sorted" and sessions.rows(cur, name) > 0]
+        self._fetched: dict[int, list[_Part]] = {}
+        self._df: dict[int, int] = {}
+        self._sdf: dict[int, int] = {}
+
+    def _fetch(self, hashes: list[int]) -> None:
+        new = [h for h in dict.fromkeys(hashes) if h not in self._fetched]
+        if not new:
+            return
+        for h in new:
+            self._fetched[h] = []
+        if not self._unsorted:
+            return
+        terms = ", ".join(str(h) for h in new)
+        statement = " UNION ALL ".join(SELECT_UNSORTED.format(seg=i, name=name, terms=terms)
+                                       for i, name in self._unsorted)
+        got = self.cur.execute(statement).fetchnumpy()
+        if not len(got["term"]):
+            return
+        seg, term = np.asarray(got["seg"]), np.asarray(got["term"])
+        for h in new:
+            for i, _ in self._unsorted:
+                m = (term == h) & (seg == i)
+                if m.any():
+                    self._fetched[h].append(_Part(False, np.asarray(got["chunk"])[m], np.asarray(got["sess"])[m],
+                                                  np.asarray(got["tf"])[m], np.asarray(got["dl"])[m],
+                                                  np.asarray(got["conv"])[m]))
+
+    def parts(self, h: int) -> list[_Part]:
+        self._fetch([h])
+        out: list[_Part] = []
+        for name, state in self.segments:
+            if state != "sorted":
+                continue
+            a = self.arrays[name]
+            lo, hi = a.span(h)
+            if hi > lo:
+                out.append(_Part(True, a.chunk[lo:hi], a.sess[lo:hi], a.tf[lo:hi], a.dl[lo:hi], a.conv[lo:hi]))
+        out.extend(self._fetched[h])
+        return out
+
+    def document_frequencies(self, hashes: list[int], sessions: dict[int, int] | None = None) -> dict[int, int]:
+        """As planner.document_frequencies: chunks (and with ``sessions``, sessions) holding each term."""
+        self._fetch(hashes)
+        out: dict[int, int] = {}
+        for h in hashes:
+            parts = self.parts(h)
+            n = sum(len(p.chunk) for p in parts)
+            if n == 0:
+                continue
+            out[h] = n
+            if sessions is not None:
+                if h not in self._sdf:
+                    self._sdf[h] = len(np.unique(np.concatenate([np.asarray(p.sess) for p in parts])))
+                sessions[h] = self._sdf[h]
+        return out
+
+
+def _member(values: Any, sorted_unique: Any) -> Any:
+    """``values`` found in ``sorted_unique`` (a mask of ``values``): a dense table over the ids
+    (chunk and session ids are small dense integers), one gather instead of a sort or a search."""
+    if not len(sorted_unique) or not len(values):
+        return np.zeros(len(values), bool)
+    top = int(sorted_unique[-1])
+    table = np.zeros(top + 1, bool)
+    table[sorted_unique] = True
+    inside = (values >= 0) & (values <= top)
+    return inside & table[np.where(inside, values, 0)]
+
+
+def _allowed(cur: duckdb.DuckDBPyConnection, filt_sql: str, filt_args: list[Any]) -> Any | None:
+    """The sessions passing the filters (sorted), or None without filters."""
+    if not filt_args and filt_sql == sql.NO_FILTER:
+        return None
+    got = cur.execute(SELECT_ALLOWED.format(filters=filt_sql), filt_args).fetchnumpy()
+    return np.sort(np.asarray(got["sess"], dtype=np.int64))
+
+
+def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any | None, capped: set[int],
+            cap: int, restrict: Any | None = None) -> tuple[Any, Any, Any, Any, Any] | None:
+    """Postings of ``hashes`` as the SQL scans read them: (term, chunk, sess, tf, dl), or None when a
+    capped term's first ``cap`` rows in a segment that is not sorted would be needed."""
+    cols: list[tuple[Any, Any, Any, Any, Any]] = []
+    for h in hashes:
+        for p in px.parts(h):
+            chunk, sess, tf, dl = p.chunk, p.sess, p.tf, p.dl
+            mask = None
+            if conv_only:
+                mask = np.asarray(p.conv)
+            if allowed is not None:
+                m = _member(sess, allowed)
+                mask = m if mask is None else mask & m
+            if restrict is not None:
+                m = _member(chunk, restrict)
+                mask = m if mask is None else mask & m
+            if mask is not None:
+                chunk, sess, tf, dl = chunk[mask], sess[mask], tf[mask], dl[mask]
+            if h in capped and len(chunk) > cap:
+                if not p.ordered:
+                    return None
+                chunk, sess, tf, dl = chunk[:cap], sess[:cap], tf[:cap], dl[:cap]
+            if len(chunk):
+                cols.append((np.full(len(chunk), h, np.int64), chunk, sess, tf, dl))
+    if not cols:
+        e = np.zeros(0, np.int64)
+        return e, e, e.astype(np.int32), e.astype(np.uint16), e.astype(np.uint16)
+    return tuple(np.concatenate([c[i] for c in cols]) for i in range(5))  # type: ignore[return-value]
+
+
+def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[int, float], avgdl: float,
+                  need: int | None) -> tuple[Any, Any, Any]:
+    """Per chunk: (chunk, sess, BM25 rounded), as the ``w`` CTE; ``need``: only chunks holding that
+    many postings (all terms)."""
+    if not len(chunk):
+        e = np.zeros(0, np.int64)
+        return e, e, np.zeros(0)
+    uniq_t, inv = np.unique(term, return_inverse=True)
+    w = np.array([idf[int(t)] for t in uniq_t])[inv]
+    tff = tf.astype(np.float64)
+    contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
+    order = np.argsort(chunk, kind="stable")
+    c_sorted = chunk[order]
+    starts = np.flatnonzero(np.concatenate([[True], c_sorted[1:] != c_sorted[:-1]]))
+    sums = np.add.reduceat(contrib[order], starts)
+    chunks = c_sorted[starts]
+    sessions = np.asarray(sess)[order][starts].astype(np.int64)
+    if need is not None:
+        counts = np.diff(np.concatenate([starts, [len(c_sorted)]]))
+        keep = counts == need
+        chunks, sessions, sums = chunks[keep], sessions[keep], sums[keep]
+    return chunks.astype(np.int64), sessions, round6(sums)
+
+
+def _best_chunks(chunks: Any, sessions: Any, scores: Any) -> tuple[Any, Any, Any]:
+    """Per session: its best chunk's score and that chunk (ties: the lower chunk id), as ``b``.
+
+    ``chunks`` ascend (``_chunk_scores`` sorts them); a stable sort by session keeps that order
+    inside each session, so the first chunk reaching the session's best score is the one wanted.
+    """
+    if not len(chunks):
+        e = np.zeros(0, np.int64)
+        return e, np.zeros(0), e
+    if bool(np.all(sessions[1:] >= sessions[:-1])):
+        order = None  # a session's chunks are usually consecutive ids: already grouped
+        s, sc, ch = sessions, scores, chunks
+    else:
+        order = np.argsort(sessions, kind="stable")
+        s, sc, ch = sessions[order], scores[order], chunks[order]
+    first = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
+    best = np.maximum.reduceat(sc, first)
+    group = np.repeat(np.arange(len(first)), np.diff(np.concatenate([first, [len(s)]])))
+    at_best = np.flatnonzero(sc == best[group])
+    # The first position per group reaching its best score.
+    g = group[at_best]
+    keep = np.concatenate([[True], g[1:] != g[:-1]])
+    pick = at_best[keep]
+    return s[first], best, ch[pick]
+
+
+def _page(req: SearchRequest, table: SessionTable, allowed: Any | None, sess: Any, score: Any, offset: int,
+          count: int) -> tuple[Any, dict[int, int]]:
+    """The positions (into ``sess``) of one page, live sessions passing the filters, in the SQL's
+    order; and their update times (-1 when unknown)."""
+    idx, found = table.lookup(sess)
+    if allowed is not None:
+        found &= _member(sess, allowed)
+    pos = np.flatnonzero(found)
+    u = table.order_key[idx[pos]]
+    sc = score[pos]
+    ss = sess[pos]
+    order = np.lexsort((ss, -u, -sc) if req.filters.sort == "relevance" else (ss, -sc, -u))
+    chosen = pos[order[offset : offset + count]]
+    updated = {int(sess[i]): int(table.updated[idx[i]]) for i in chosen}
+    return chosen, updated
+
+
+def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int], df: dict[int, int],
+          filt_sql: str, filt_args: list[Any], offset: int, count: int, *, require_all: bool,
+          phrase: bool, cap: int) -> tuple[list[Row], dict[int, int], list[tuple[int, int, float]]] | None:
+    """bm25's scoring statement: one page (sessions by their best chunk), the page's update times,
+    and with ``phrase`` the best PHRASE_CANDIDATES + 1 chunks (chunk, sess, score) to check."""
+    cur = px.cur
+    conv_only = req.scope == "conversation"
+    allowed = _allowed(cur, filt_sql, filt_args)
+    by_rarity = sorted(hashes, key=lambda h: df.get(h, 0))
+    driver = by_rarity[0]
+    restrict = None
+    capped = {h for h in by_rarity if df.get(h, 0) > cap}
+    if require_all and len(hashes) > 1 and df.get(driver, 0) <= cap:
+        # The rarest term bounds the candidates exactly; other terms only need checking there.
+        got = _gather(px, [driver], conv_only, allowed, set(), cap)
+        assert got is not None
+        restrict = np.unique(got[1])
+        capped = set()
+    got = _gather(px, hashes, conv_only, allowed, capped, cap, restrict)
+    if got is None:
+        return None
+    if capped:
+        plan.capped = True
+    n = max(snap.n_chunks, 1)
+    idf = {h: _idf(n, df.get(h, 0)) for h in hashes}
+    need = len(hashes) if require_all and len(hashes) > 1 else None
+    chunks, sessions, scores = _chunk_scores(*got, idf, snap.avgdl, need)
+    bs, bscore, bchunk = _best_chunks(chunks, sessions, scores)
+    chosen, updated = _page(req, px.sessions, allowed, bs, bscore, offset, count)
+    page: list[Row] = [(int(bs[i]), float(bscore[i]), int(bchunk[i])) for i in chosen]
+    top: list[tuple[int, int, float]] = []
+    if phrase:
+        top = [(int(chunks[i]), int(sessions[i]), float(scores[i]))
+               for i in np.lexsort((chunks, -scores))[: PHRASE_CANDIDATES + 1]]
+    return page, updated, top
+
+
+def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int],
+                   df: dict[int, int], sdf: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
+                   count: int, *, cap: int) -> list[Row] | None:
+    """bm25._score_sessions: any-word ranking with the session as one document."""
+    cur = px.cur
+    table = px.sessions
+    n_sess = max(table.count, 1)
+    n = max(snap.n_chunks, 1)
+    avg_sdl = max(snap.avgdl * n / n_sess, 1.0)
+    allowed = _allowed(cur, filt_sql, filt_args)
+    capped = {h for h in hashes if df.get(h, 0) > cap}
+    got = _gather(px, hashes, req.scope == "conversation", allowed, capped, cap)
+    if got is None:
+        return None
+    if capped:
+        plan.capped = True
+    term, chunk, sess, tf, dl = got
+    idf = {h: _idf(n, df.get(h, 0)) for h in hashes}
+    sidf = {h: _idf(n_sess, min(sdf.get(h, 0), n_sess)) for h in hashes}
+    chunks, sessions, scores = _chunk_scores(term, chunk, sess, tf, dl, idf, snap.avgdl, None)
+    bs, bscore, bchunk = _best_chunks(chunks, sessions, scores)
+    if not len(bs):
+        return []
+    # st: each term's tf summed per session; joined with the session lengths (a session without
+    # chunks -- deleted since -- drops out, as the SQL's inner join drops it).
+    sess64 = sess.astype(np.int64)
+    key_order = np.lexsort((term, sess64))
+    ks, kt = sess64[key_order], term[key_order]
+    starts = np.flatnonzero(np.concatenate([[True], (ks[1:] != ks[:-1]) | (kt[1:] != kt[:-1])]))
+    st_sess, st_term = ks[starts], kt[starts]
+    st_tf = np.add.reduceat(tf[key_order].astype(np.int64), starts).astype(np.float64)
+    lengths = table.lengths(cur)
+    idx, found = table.lookup(st_sess)
+    sl = lengths[idx]
+    keep = found & ~np.isnan(sl)
+    st_sess, st_term, st_tf, sl = st_sess[keep], st_term[keep], st_tf[keep], sl[keep]
+    uniq_t, inv = np.unique(st_term, return_inverse=True)
+    w = np.array([sidf[int(t)] for t in uniq_t])[inv] if len(uniq_t) else np.zeros(0)
+    contrib = w * st_tf * _K1P1 / (st_tf + _K1 * (1 - _B + _B * sl / avg_sdl))
+    sstarts = np.flatnonzero(np.concatenate([[True], st_sess[1:] != st_sess[:-1]])) if len(st_sess) else \
+        np.zeros(0, np.int64)
+    ss_sess = st_sess[sstarts]
+    ss_score = np.add.reduceat(contrib, sstarts) if len(sstarts) else np.zeros(0)
+    ss_cov = np.add.reduceat(w, sstarts) if len(sstarts) else np.zeros(0)
+    # b: sessions with both a best chunk and a session score.
+    common, bi, si = np.intersect1d(bs, ss_sess, assume_unique=True, return_indices=True)
+    if not len(common):
+        return []
+    b_chunk_score, b_chunk = bscore[bi], bchunk[bi]
+    b_ss, b_cov = ss_score[si], ss_cov[si]
+    final = round6(b_ss / b_ss.max() + _CHUNK_WEIGHT * b_chunk_score / b_chunk_score.max())
+    srank = np.empty(len(common), np.int64)
+    srank[np.lexsort((common, -b_ss))] = np.arange(1, len(common) + 1)
+    crank = np.empty(len(common), np.int64)
+    crank[np.lexsort((common, -b_chunk_score))] = np.arange(1, len(common) + 1)
+    chosen, updated = _page(req, table, allowed, common, final, offset, count)
+    total = sum(sidf[h] for h in hashes) or 1.0
+    page: list[Row] = []
+    for i in chosen:
+        s = int(common[i])
+        page.append((s, float(final[i]), int(b_chunk[i])))
+        plan.updated[s] = updated[s]
+        plan.ranks[s] = (int(srank[i]), int(crank[i]))
+        plan.coverage[s] = min(float(b_cov[i]) / total, 1.0)
+    return page
+
+
+def page_sessions(px: SearchPostings, sessions: list[int]) -> dict[int, tuple[Any, ...]]:
+    """hits.assemble's SELECT_HIT_SESSIONS rows, by session: one statement without the titles join."""
+    if not sessions:
+        return {}
+    titles = px.sessions.titles(px.cur)
+    out: dict[int, tuple[Any, ...]] = {}
+    for r in px.cur.execute(SELECT_PAGE_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sessions))).fetchall():
+        title = titles.get((r[1], r[2]), r[3])
+        out[int(r[0])] = (r[0], r[1], r[2], title, *r[4:])
+    return out

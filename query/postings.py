@@ -1,0 +1,296 @@
+"""Sorted segments' postings as memory-mapped NumPy arrays: the daemon's fast path for BM25.
+
+DuckDB stays the store of record. A *sorted* segment never changes once the merge has written it
+(a later merge drops it and writes another), so the daemon copies each one, once, into a sidecar
+beside the database (``index.duckdb.postings/<segment>-<created_at>-<rows>/``): one ``.npy`` file per
+column, in the segment's own row order (term, then highest BM25 impact first, then chunk), plus
+the segment's distinct terms and where each term's rows start. Searches map the files read-only:
+a term's postings are a slice found by binary search, with no SQL statement and no copy, and the
+pages the OS keeps are shared page cache rather than the daemon's own memory.
+
+A sidecar is built in a background thread the first time the engine sees a sorted segment
+without one (read from DuckDB in slices of ``BUILD_SLICE`` rows, under the segment lock, into a
+temporary folder renamed into place when complete); until then, and for every segment that is not
+sorted (the active one, frozen ones awaiting a merge), searches read postings from DuckDB as
+before. Folders of segments that no longer exist are deleted by the next build. ``clear``
+deletes the folder with the database (its name starts with the database's).
+
+Only a long-lived process (the daemon) uses this: a one-shot CLI search reads DuckDB directly, as
+importing NumPy would cost it more than the statements it saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from aivault import log
+from aivault.indexer.segments import SegmentLock
+
+_log = log.get("query.postings")
+
+# Rows read from DuckDB per statement while a sidecar is built: bounded memory, short lock holds.
+BUILD_SLICE = 1 << 20
+# The segment's columns and the dtypes DuckDB hands them over in (indexer/schema.py SEGMENT_COLUMNS).
+COLUMNS: dict[str, Any] = {"chunk": np.int64, "sess": np.int32, "tf": np.uint16, "dl": np.uint16, "conv": np.bool_}
+HEADER = "header.json"
+FORMAT = 1
+
+
+def sidecar_dir(db_path: Path) -> Path:
+    """Where a database's postings sidecars live (a name ``index_files`` counts as the index's)."""
+    return db_path.with_name(db_path.name + ".postings")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentKey:
+    """What a sidecar vouches for: one sorted segment of one database."""
+
+    identity: str
+    name: str
+    created_at: int
+
+    def folder(self, rows: int) -> str:
+        return f"{self.name}-{self.created_at}-{rows}"
+
+
+class SegmentArrays:
+    """One sorted segment's postings, memory-mapped: ``span(term)`` gives its rows."""
+
+    __slots__ = ("chunk", "conv", "dl", "rows", "sess", "starts", "terms", "tf")
+
+    def __init__(self, folder: Path) -> None:
+        def load(name: str) -> Any:
+            # A plain ndarray view of the map: slicing a np.memmap costs a Python-level __getitem__.
+            return np.load(folder / f"{name}.npy", mmap_mode="r").view(np.ndarray)
+
+        self.terms = load("terms")
+        self.starts = load("starts")
+        self.chunk, self.sess, self.tf, self.dl, self.conv = (load(c) for c in COLUMNS)
+        self.rows = int(self.starts[-1]) if len(self.starts) else 0
+        if len(self.starts) != len(self.terms) + 1 or any(len(a) != self.rows for a in
+                                                            (self.chunk, self.sess, self.tf, self.dl, self.conv)):
+            raise ValueError(f"the postings sidecar {folder.name} is inconsistent")
+
+    def span(self, term: int) -> tuple[int, int]:
+        """The rows holding ``term`` (an empty range when the segment has none)."""
+        i = int(np.searchsorted(self.terms, term))
+        if i < len(self.terms) and int(self.terms[i]) == term:
+            return int(self.starts[i]), int(self.starts[i + 1])
+        return 0, 0
+
+
+class PostingsSidecars:
+    """The sidecars of one database: loaded on demand, built in the background, pruned."""
+
+    def __init__(self, db_path: Path, con: duckdb.DuckDBPyConnection, lock: SegmentLock | None) -> None:
+        self.root = sidecar_dir(db_path)
+        self._con = con
+        self._lock = lock
+        self._loaded: dict[SegmentKey, SegmentArrays] = {}
+        self._failed: set[SegmentKey] = set()
+        self._queued: set[SegmentKey] = set()
+        self._mutex = threading.Lock()
+        # A job is the sorted segments of one snapshot; an Event is a marker (wait_built); None stops.
+        self._jobs: queue.Queue[list[SegmentKey] | threading.Event | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.built = 0  # sidecars this process has built (tests, stats)
+
+    # --- reading ---------------------------------------------------------------------------------
+    def arrays(self, identity: str, segments: Iterable[tuple[str, str, int]]) -> dict[str, SegmentArrays] | None:
+        """Every sorted segment's arrays by name, or None when one has no sidecar yet (its build
+        is then queued: the caller reads DuckDB for this search)."""
+        keys = [SegmentKey(identity, name, created) for name, state, created in segments if state == "sorted"]
+        out: dict[str, SegmentArrays] = {}
+        missing: list[SegmentKey] = []
+        with self._mutex:
+            for key in keys:
+                got = self._loaded.get(key)
+                if got is None and key not in self._failed:
+                    got = self._open(key)
+                if got is None:
+                    missing.append(key)
+                else:
+                    out[key.name] = got
+            if len(self._loaded) > len(keys):  # segments merged away: let their maps go
+                live = set(keys)
+                for key in [k for k in self._loaded if k not in live]:
+                    del self._loaded[key]
+            new = [k for k in missing if k not in self._queued and k not in self._failed]
+            self._queued.update(new)
+        if new:
+            self._submit(keys)
+        return None if missing else out
+
+    def _open(self, key: SegmentKey) -> SegmentArrays | None:
+        """The sidecar of ``key`` if a complete one exists (mutex held)."""
+        if not self.root.is_dir():
+            return None
+        prefix = f"{key.name}-{key.created_at}-"
+        for folder in self.root.iterdir():
+            if not folder.name.startswith(prefix):
+                continue
+            try:
+                header = json.loads((folder / HEADER).read_text())
+                if header.get("identity") != key.identity or header.get("format") != FORMAT:
+                    continue
+                arrays = SegmentArrays(folder)
+            except (OSError, ValueError) as exc:
+                _log.warning("a postings sidecar is unreadable; it is rebuilt", folder=str(folder), error=str(exc))
+                continue
+            self._loaded[key] = arrays
+            return arrays
+        return None
+
+    # --- building ----------------------------------------------------------------------------------
+    def _submit(self, keys: list[SegmentKey]) -> None:
+        if self._stop.is_set():
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="postings-sidecars", daemon=True)
+            self._thread.start()
+        self._jobs.put(keys)
+
+    def close(self) -> None:
+        """Stop building (an unfinished build is abandoned, its temporary folder removed)."""
+        self._stop.set()
+        self._jobs.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        with self._mutex:
+            self._loaded.clear()
+
+    def wait_built(self, timeout_s: float = 120.0) -> bool:
+        """Block until every build queued so far has finished (tests, benchmarks)."""
+        if self._thread is None:
+            return True
+        done = threading.Event()
+        self._jobs.put(done)
+        return done.wait(timeout_s)
+
+    def _run(self) -> None:
+        cur = self._con.cursor()
+        try:
+            while not self._stop.is_set():
+                job = self._jobs.get()
+                if job is None:
+                    return
+                if isinstance(job, threading.Event):
+                    job.set()
+                    continue
+                for key in job:
+                    with self._mutex:
+                        todo = key in self._queued and key not in self._loaded
+                    if todo:
+                        self._build_one(cur, key)
+                self._prune(job)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.close()
+
+    def _build_one(self, cur: duckdb.DuckDBPyConnection, key: SegmentKey) -> None:
+        tmp = self.root / f"tmp-{key.name}-{os.getpid()}"
+        try:
+            rows, top_chunk = self._count(cur, key.name)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            self._write(cur, key.name, rows, top_chunk, tmp)
+            (tmp / HEADER).write_text(json.dumps({"identity": key.identity, "segment": key.name,
+                                                  "createdAt": key.created_at, "rows": rows, "format": FORMAT}))
+            final = self.root / key.folder(rows)
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+            with self._mutex:
+                self._loaded[key] = SegmentArrays(final)
+                self._queued.discard(key)
+            self.built += 1
+            _log.info("postings sidecar built", segment=key.name, rows=rows)
+        except _Abandoned:
+            shutil.rmtree(tmp, ignore_errors=True)
+            with self._mutex:
+                self._queued.discard(key)
+        except (duckdb.Error, OSError, ValueError) as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            # Searches keep reading DuckDB for this segment; nothing is retried until it is merged.
+            _log.warning("a postings sidecar could not be built; that segment is searched in DuckDB",
+                         segment=key.name, error=str(exc))
+            with self._mutex:
+                self._queued.discard(key)
+                self._failed.add(key)
+
+    def _locked(self) -> Any:
+        return self._lock.shared() if self._lock is not None else contextlib.nullcontext()
+
+    def _count(self, cur: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int]:
+        """The segment's rows and its highest chunk id."""
+        with self._locked():
+            try:
+                row = cur.execute(f"SELECT count(*), coalesce(max(chunk), 0) FROM {name}").fetchone()
+            except duckdb.CatalogException:
+                raise _Abandoned from None  # merged away before its turn came
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def _write(self, cur: duckdb.DuckDBPyConnection, name: str, rows: int, top_chunk: int, tmp: Path) -> None:
+        # Chunk ids fit 32 bits in any index a person's transcripts make (13 bytes a posting, not 17).
+        dtypes = {**COLUMNS, "chunk": np.int32 if top_chunk < 2**31 else np.int64}
+        out = {c: np.lib.format.open_memmap(tmp / f"{c}.npy", mode="w+", dtype=t, shape=(rows,))
+               for c, t in dtypes.items()}
+        term = np.lib.format.open_memmap(tmp / "term.npy", mode="w+", dtype=np.int64, shape=(rows,))
+        for start in range(0, rows, BUILD_SLICE):
+            if self._stop.is_set():
+                raise _Abandoned
+            stop = min(start + BUILD_SLICE, rows)
+            with self._locked():
+                try:
+                    got = cur.execute(f"SELECT term, chunk, sess, tf, dl, conv FROM {name} "
+                                      f"WHERE rowid >= {start} AND rowid < {stop}").fetchnumpy()
+                except duckdb.CatalogException:
+                    raise _Abandoned from None
+            if len(got["term"]) != stop - start:
+                raise ValueError(f"{name}: rows {start}..{stop} read back {len(got['term'])}")
+            term[start:stop] = got["term"]
+            for c in COLUMNS:
+                out[c][start:stop] = got[c]
+        # Rows are in the merge's order, terms ascending: each term's rows start where it changes.
+        if rows and not bool(np.all(term[1:] >= term[:-1])):
+            raise ValueError(f"{name} is not in term order")
+        change = np.flatnonzero(term[1:] != term[:-1]) + 1 if rows else np.zeros(0, np.int64)
+        starts = np.concatenate([[0], change, [rows]]).astype(np.int64) if rows else np.zeros(1, np.int64)
+        np.save(tmp / "terms.npy", np.asarray(term[starts[:-1]], dtype=np.int64))
+        np.save(tmp / "starts.npy", starts)
+        for a in (*out.values(), term):
+            a.flush()
+        del term
+        (tmp / "term.npy").unlink()
+
+    def _prune(self, keys: list[SegmentKey]) -> None:
+        """Delete sidecars of segments that are gone (and temporary folders of dead builds)."""
+        live = {(k.name, k.created_at) for k in keys}
+        if not self.root.is_dir():
+            return
+        for folder in self.root.iterdir():
+            name, _, rest = folder.name.partition("-")
+            created = rest.partition("-")[0]
+            if folder.name.startswith("tmp-"):
+                pid = folder.name.rsplit("-", 1)[-1]
+                if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+                    shutil.rmtree(folder, ignore_errors=True)
+                continue
+            if not created.isdigit() or (name, int(created)) not in live:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Abandoned(Exception):
+    """The segment went away (merged) or the engine is closing: the build stops quietly."""

@@ -1,0 +1,260 @@
+"""The daemon's BM25 over memory-mapped postings (query/fastrank.py, query/postings.py) answers exactly as
+the SQL path does, and its sidecars are built, used, pruned, rebuilt and cleared as documented.
+
+One generated corpus (Claude and Codex, ~4,000 messages) is indexed for real (scanner child, DuckDB), merged
+into sorted segments, then grown and partly rewritten without a merge, so the index holds sorted segments
+with sidecars, an unsorted segment read from DuckDB, and postings of sessions deleted since the merge.
+Every query is asked of two engines over the same connection -- one reading every posting in DuckDB, one
+scoring the sidecars in NumPy -- and the whole answers (hits, scores, snippets, cursors, debug traces,
+later pages) must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aivault import policy
+from aivault.home import Home
+from aivault.query import bm25
+from aivault.query.engine import Engine
+from aivault.query.postings import PostingsSidecars, sidecar_dir
+from aivault.query.request import parse_request
+from aivault.query.snippets import Matcher, _spans
+from aivault.text import iter_tokens, query_terms
+from bench.gen_corpus import generate
+from tests.builders import ClaudeWriter
+from tests.conftest import InprocDaemon, lexical_only
+
+
+class Index:
+    def __init__(self, daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+        self.daemon, self.roots = daemon, roots
+
+    @property
+    def service(self) -> Any:
+        return self.daemon.service
+
+    def engines(self) -> tuple[Engine, Engine, PostingsSidecars]:
+        """An SQL engine and a sidecar engine over the daemon's connection (sidecars built)."""
+        svc = self.service
+        side = PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock)
+        fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=side)
+        slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
+        fast.search(parse_request({"query": "warm"}))  # sees the sorted segments: their builds are queued
+        assert side.wait_built(120)
+        return slow, fast, side
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    base = tmp_path_factory.mktemp("fastrank")
+    generate(base / "corpus", 4000, seed=7)
+    roots = {"claude": base / "corpus" / "claude" / "projects", "codex": base / "corpus" / "codex" / "sessions"}
+    home = Home.resolve(base / "home").ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    d = InprocDaemon(home, roots)
+    try:
+        d.reconcile()
+        d.service.indexer.compact("all").result(120)
+        # After the merge: new sessions (an unsorted segment) and rewritten ones (their old postings stay
+        # in the sorted segment, their sessions and chunks are gone).
+        for i in range(6):
+            w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/late-{i}", branch=f"late-{i}")
+            w.user(f"the duckdb lock error came back in late service {i}")
+            w.assistant("closing the read-only handle released the lock")
+        files = sorted(roots["claude"].rglob("*.jsonl"))[:5]
+        for f in files:
+            f.write_text(f.read_text()[: max(len(f.read_text()) // 3, 1)].rsplit("\n", 1)[0] + "\n")
+        d.reconcile()
+        yield Index(d, roots)
+    finally:
+        d.close()
+
+
+def _queries(index: Index) -> list[str]:
+    """Words drawn from the indexed text, of every frequency, in ones, twos and fives; questions;
+    a quoted phrase; a misspelling."""
+    cur = index.service.con.cursor()
+    try:
+        texts = [r[0] for r in cur.execute("SELECT text FROM chunks USING SAMPLE 300 ROWS (reservoir, 11)").fetchall()]
+    finally:
+        cur.close()
+    rnd = random.Random(5)
+    words = sorted({w for t in texts for w in query_terms(t) if w.isalpha() and 3 <= len(w) <= 16})
+    singles = rnd.sample(words, 30)
+    pairs = [" ".join(rnd.sample(words, 2)) for _ in range(15)]
+    fives = [" ".join(rnd.sample(words, 5)) for _ in range(15)]
+    runs = []
+    for t in texts[:15]:
+        ws = [m.group(0) for m in iter_tokens(t)]
+        if len(ws) >= 3:
+            runs.append(" ".join(ws[:3]))
+    return [*singles, *pairs, *fives, *runs, *(f'"{r}"' for r in runs[:5]),
+            "what did we decide about the duckdb lock?", "where did the lock error come back?",
+            "duckdb lokc", "the", "lock"]
+
+
+VARIANTS: list[dict[str, Any]] = [
+    {}, {"scope": "conversation"}, {"filters": {"sort": "newest"}}, {"filters": {"agents": ["codex"]}},
+    {"filters": {"scopePaths": ["/home/dev"]}}, {"limit": 3}, {"debug": True},
+]
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    a, b = json.loads(json.dumps(a)), json.loads(json.dumps(b))
+    a.pop("durationMs", None)
+    b.pop("durationMs", None)
+    return a == b
+
+
+def _compare(slow: Engine, fast: Engine, queries: list[str]) -> int:
+    asked = 0
+    for q in queries:
+        for v in VARIANTS:
+            params = {"query": q, **v}
+            a, b = slow.search(parse_request(params)), fast.search(parse_request(params))
+            asked += 1
+            assert _same(a, b), f"{params}: the SQL and the sidecar paths differ\n{a}\n{b}"
+            cursor = a.get("page", {}).get("cursor")
+            if cursor:
+                later = {**params, "cursor": cursor}
+                a2, b2 = slow.search(parse_request(later)), fast.search(parse_request(later))
+                asked += 1
+                assert _same(a2, b2), f"{later}: page 2 differs\n{a2}\n{b2}"
+    return asked
+
+
+def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index) -> None:
+    """Every route (phrase, all, typo, any, questions' session scoring), scope, filter, sort, page and trace
+    is answered identically by the sidecar engine and the SQL engine, over sorted, unsorted and stale postings."""
+    slow, fast, side = index.engines()
+    try:
+        cur = index.service.con.cursor()
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            snap = fast._snapshot(cur)
+            states = {state for _, state in snap.segments}
+        finally:
+            cur.execute("ROLLBACK")
+            cur.close()
+        assert snap.postings is not None, "the sidecar engine did not take the sidecar path"
+        assert "sorted" in states and states - {"sorted"}, f"want sorted and unsorted segments, got {states}"
+        assert side.built >= 1
+        hits = fast.search(parse_request({"query": "duckdb lock"}))
+        assert hits["kind"] == "results" and hits["hits"], hits
+        assert _compare(slow, fast, _queries(index)) > 400
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_capped_terms_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With TERM_CAP lowered so that common terms are capped (their best postings taken in impact order,
+    and the SQL asked where an unsorted segment holds more than the cap), both paths still agree."""
+    monkeypatch.setattr(bm25, "TERM_CAP", 40)
+    slow, fast, _ = index.engines()
+    try:
+        capped = fast.search(parse_request({"query": "lock error"}))
+        assert capped["truncated"]["candidates"] is True
+        _compare(slow, fast, _queries(index)[:40])
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_sidecars_are_pruned_rebuilt_and_cleared(index: Index) -> None:
+    """A damaged sidecar is rebuilt rather than read; after a merge the old segment's sidecar is deleted;
+    clear removes the sidecar folder with the database."""
+    slow, fast, _ = index.engines()
+    folder = sidecar_dir(index.service.home.db_path)
+    fast.close()
+    slow.close()
+    built = sorted(p for p in folder.iterdir() if not p.name.startswith("tmp-"))
+    assert built, "no sidecar was written"
+    victim = built[0] / "chunk.npy"
+    victim.write_bytes(victim.read_bytes()[:64])  # a truncated file: not a valid array any more
+    _, fast2, side2 = index.engines()
+    try:
+        assert side2.built >= 1, "the damaged sidecar was not rebuilt"
+        assert fast2.search(parse_request({"query": "duckdb lock"}))["hits"]
+    finally:
+        fast2.close()
+    # Merge everything: the sorted segments are replaced, their sidecars go with the next build.
+    index.service.indexer.compact("all").result(120)
+    before = {p.name for p in folder.iterdir()}
+    _, fast3, side3 = index.engines()
+    try:
+        after = {p.name for p in folder.iterdir()}
+        assert side3.built >= 1 and after != before
+        names = {name for name, state in _segments(index) if state == "sorted"}
+        assert {p.partition("-")[0] for p in after} <= names, f"stale sidecars kept: {after} for {names}"
+    finally:
+        fast3.close()
+
+
+def _segments(index: Index) -> list[tuple[str, str]]:
+    cur = index.service.con.cursor()
+    try:
+        return [(str(a), str(b)) for a, b in cur.execute("SELECT name, state FROM segments").fetchall()]
+    finally:
+        cur.close()
+
+
+def test_the_daemon_builds_uses_and_clears_its_sidecars(tmp_path: Path) -> None:
+    """A daemon over a merged index writes the sidecar folder by itself, answers from it, and clear deletes it."""
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    for r in roots.values():
+        r.mkdir(parents=True)
+    for i in range(5):
+        w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}")
+        w.user(f"the duckdb lock error in service {i}")
+        w.assistant("closed the handle")
+    home = Home.resolve(tmp_path / "home").ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    d = InprocDaemon(home, roots)
+    try:
+        d.reconcile()
+        d.service.indexer.compact("all").result(60)
+        first = d.search("duckdb lock")
+        postings = d.service.engine.postings
+        assert postings is not None and postings.wait_built(60)
+        folder = sidecar_dir(home.db_path)
+        assert any(folder.iterdir())
+        again = d.search("duckdb lock")
+        assert _same(first, again) and len(again["hits"]) == 5
+        d.service.clear()
+        assert not folder.exists(), "clear left the postings sidecars behind"
+    finally:
+        d.close()
+    shutil.rmtree(tmp_path / "home", ignore_errors=True)
+
+
+def test_snippet_tokens_found_by_the_probe_regex_are_those_of_the_tokenizer() -> None:
+    """In ASCII text the probe regex finds exactly the tokens the tokenizer's walk marks (identifiers, "c++",
+    stems ending in i, "#", "[[" and case), so snippets are unchanged."""
+    rnd = random.Random(3)
+    words = ["lock", "locking", "Locked", "duckdb", "DuckDB_lock", "happy", "happiness", "c++", "x++", "fooBar",
+             "lockFile", "error", "errors", "run_123", "123", "#42", "issue#7", "the", "LOCK", "dbLock", "unlock",
+             "Happily", "naïve", "日本語"]
+    seps = [" ", ". ", "\n", "-", "/", "(", ")", "[[", "]]", "  ", "::", ",", "'"]
+    for _ in range(4000):
+        text = "".join(rnd.choice(words) + rnd.choice(seps) for _ in range(rnd.randint(1, 30)))
+        terms = set(query_terms(" ".join(rnd.sample(words, rnd.randint(1, 3)))))
+        walked = []
+        m = Matcher(terms)
+        for tok in iter_tokens(text):
+            hit, partial = m.hit(tok.group(0))
+            if hit is not None:
+                s, e = tok.span()
+                walked.append((s + tok.group(0).find(hit), s + tok.group(0).find(hit) + len(hit), hit)
+                              if partial else (s, e, hit))
+        assert _spans(text, Matcher(terms)) == walked, (text, terms)
