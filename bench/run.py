@@ -325,6 +325,11 @@ def quiet(rpc: Any, timeout_s: float = 600) -> None:
     time.sleep(11)  # the daemon compacts after 10 s without batches
     while rpc.call("aiVault.indexStats", {}).get("merging") and time.monotonic() < deadline:
         time.sleep(0.5)
+    # ... and its sorted segments are mapped (query/postings.py), not searched through DuckDB meanwhile.
+    time.sleep(2)  # the daemon's health loop queues the builds within a second
+    while ((rpc.call("aiVault.indexStats", {}).get("postingsSidecars") or {}).get("building")
+           and time.monotonic() < deadline):
+        time.sleep(0.5)
 
 
 def batch_cost(rpc: Any, corpus: Path, messages: int = 1000, reps: int = 3) -> dict[str, float]:

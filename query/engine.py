@@ -126,6 +126,18 @@ class Engine:
             px = SearchPostings(cur, segs, arrays, table)
         return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)
 
+    def prepare_postings(self) -> None:
+        """Queue the sidecar builds of sorted segments that have none (the daemon calls this
+        periodically, so a merge's output is mapped before a search needs it)."""
+        if self.postings is None:
+            return
+        with self._read() as cur:
+            row = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
+            if row is None:
+                return
+            segs = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
+            self.postings.arrays(str(row[0]), segs)
+
     # --- search -------------------------------------------------------------------------------
     def semantic_ready(self) -> bool:
         return self.vectors is not None and self.vectors.ready()

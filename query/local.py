@@ -164,6 +164,17 @@ class LocalService:
                 self.maybe_reclaim()
             except Exception:
                 _log.exception("reclaiming the index's free space failed")
+            self._prepare_postings()
+
+    def _prepare_postings(self) -> None:
+        """Have the sorted segments' sidecars built before searches need them (query/postings.py)."""
+        if self.read_only or self._reclaiming or self.outage is not None or self.engine.postings is None:
+            return
+        try:
+            with self.lifecycle.shared():
+                self.engine.prepare_postings()
+        except duckdb.Error as exc:
+            _log.debug("postings sidecars not prepared this time", error=str(exc))
 
     def check_health(self) -> None:
         """Reopen a database that DuckDB invalidated after a failed write (a full disk), and resume.
@@ -537,6 +548,7 @@ class LocalService:
             "watch": [slot.watch for slot in ix.slots if slot.watch],
             "lastBatchMs": round(ix.last_batch_ms, 2),
             "historyDays": self.policy.history_days,
+            "postingsSidecars": self.engine.postings.state() if self.engine.postings is not None else None,
             **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }
 

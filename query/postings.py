@@ -154,6 +154,12 @@ class PostingsSidecars:
             return arrays
         return None
 
+    def state(self) -> dict[str, Any]:
+        """For indexStats: sidecars mapped, builds waiting, built by this process, refused."""
+        with self._mutex:
+            return {"mapped": len(self._loaded), "building": len(self._queued), "built": self.built,
+                    "failed": len(self._failed)}
+
     # --- building ----------------------------------------------------------------------------------
     def _submit(self, keys: list[SegmentKey]) -> None:
         if self._stop.is_set():
