@@ -232,6 +232,7 @@ class Engine:
             lex_plan, lexical = planner.rank(cur, req, snap, 0, HYBRID_CANDIDATES)
             lexical_route, lex_updated, coverage = lex_plan.route, lex_plan.updated, lex_plan.coverage
             plan = Plan("hybrid", lex_plan.terms, capped=lex_plan.capped, repaired=lex_plan.repaired,
+                        evidence=lex_plan.evidence,
                         tried=[*lex_plan.tried, "hybrid"], ranks=lex_plan.ranks)
         else:
             lexical = []

@@ -33,9 +33,11 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
         meta = {int(r[0]): r for r in cur.execute(
             sql.SELECT_HIT_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sess_ids))).fetchall()}
     chunk_ids = [r[2] for r in rows if r[2] is not None]
-    chunks = {int(r[0]): r for r in cur.execute(
-        sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in chunk_ids))
-    ).fetchall()} if chunk_ids else {}
+    chunks = {c: plan.evidence[c] for c in chunk_ids if c in plan.evidence}
+    missing = [c for c in chunk_ids if c not in chunks]
+    if missing:
+        chunks.update((int(r[0]), r) for r in cur.execute(
+            sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in missing))).fetchall())
     terms = Matcher(set(plan.terms))
     hits: list[dict[str, Any]] = []
     cut = 0

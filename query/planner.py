@@ -55,6 +55,7 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
     routes = ["any"] if question else ["phrase", "all", "typo", "any"] if phrase else ["all", "typo", "any"]
     repaired: dict[str, str] = {}
     memo: dict[str, Any] = {}  # the phrase route's all-terms candidates, reused by "all"
+    evidence: dict[int, tuple[Any, ...]] = {}  # chunk rows the phrase route read, for every route's page
     for route in routes:
         if route == "any" and len(terms) == 1 and not repaired:
             break  # the same as "all" for a single known term
@@ -80,7 +81,7 @@ def rank(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, off
         if route == "any" and any(h not in sdf for h in present.values()):
             # Fell through the strict routes: the session frequencies the any-word score needs.
             document_frequencies(cur, snap, [h for h in present.values() if h not in sdf], sdf)
-        plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired))
+        plan = Plan(route, list(present), tried=list(tried), repaired=dict(repaired), evidence=evidence)
         args = (cur, req, snap, plan, present, df, filt_sql, filt_args)
         pat = phrase if route == "phrase" else None
         rows = bm25.score(*args, offset, count, require_all=require_all, phrase=pat, memo=memo, sdf=sdf)

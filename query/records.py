@@ -24,6 +24,9 @@ class Plan:
     ranks: dict[int, tuple[int, int]] = field(default_factory=dict)
     # any-word ranking: the share of the query's session idf each ranked session holds (0..1]
     coverage: dict[int, float] = field(default_factory=dict)
+    # Chunk rows (chunk, role, ts, text) already read by ranking (the phrase candidates): evidence
+    # the page need not read again
+    evidence: dict[int, tuple[Any, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,8 +147,6 @@ SESSION_BM25_SUM: Final = ("sum(i.sidf * st.tf * {k1_plus_1}::DOUBLE / (st.tf + 
                            " * (1 - {b}::DOUBLE + {b}::DOUBLE * sl.dl / {avgdl!r}::DOUBLE)))")
 # The collection a session score is taken over: sessions (BM25 N) and their mean length in tokens.
 SELECT_SESSION_COUNT: Final = "SELECT count(*) FROM sessions"
-# The texts of the phrase candidates (point lookups through chunks_by_id).
-SELECT_CHUNK_TEXTS: Final = "SELECT chunk, text FROM chunks WHERE chunk IN ({chunks})"
 # updatedAt of the sessions the phrase was found in; a session missing here was deleted since.
 SELECT_UPDATED: Final = "SELECT sess, updated_at FROM sessions WHERE sess IN ({sessions})"
 
@@ -160,7 +158,8 @@ SELECT_HIT_SESSIONS: Final = (
                       s.message_count, s.resume_command, s.present
                FROM sessions s LEFT JOIN titles t ON t.agent = s.agent AND t.session_id = s.session_id
                WHERE s.sess IN ({sessions})""")
-# The evidence chunks of a page (point lookups through chunks_by_id).
+# The evidence chunks of a page, and the phrase candidates (whose texts are checked for the phrase
+# and kept as evidence rows for the page).
 SELECT_EVIDENCE: Final = "SELECT chunk, role, ts, text FROM chunks WHERE chunk IN ({chunks})"
 # The public ids of the sessions a debug trace names ("NULL" when there are none).
 SELECT_SESSION_IDS: Final = "SELECT sess, session_id FROM sessions WHERE sess IN ({sessions})"
