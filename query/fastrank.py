@@ -207,9 +207,18 @@ class SearchPostings:
             out[h] = n
             if sessions is not None:
                 if h not in self._sdf:
-                    self._sdf[h] = len(np.unique(np.concatenate([np.asarray(p.sess) for p in parts])))
+                    self._sdf[h] = _distinct(np.concatenate([np.asarray(p.sess) for p in parts]))
                 sessions[h] = self._sdf[h]
         return out
+
+
+def _distinct(ids: Any) -> int:
+    """How many distinct values ``ids`` (non-negative session ids, dense) holds."""
+    if not len(ids):
+        return 0
+    seen = np.zeros(int(ids.max()) + 1, bool)
+    seen[ids] = True
+    return int(np.count_nonzero(seen))
 
 
 def _member(values: Any, sorted_unique: Any) -> Any:
@@ -263,6 +272,13 @@ def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any
     return tuple(np.concatenate([c[i] for c in cols]) for i in range(5))  # type: ignore[return-value]
 
 
+def _weights(term: Any, weight: dict[int, float]) -> Any:
+    """``weight`` of each row's term (a query has a few terms: a binary search, no hashing)."""
+    keys = np.array(sorted(weight), dtype=np.int64)
+    values = np.array([weight[int(k)] for k in keys])
+    return values[np.searchsorted(keys, term)]
+
+
 def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[int, float], avgdl: float,
                   need: int | None) -> tuple[Any, Any, Any]:
     """Per chunk: (chunk, sess, BM25 rounded), as the ``w`` CTE; ``need``: only chunks holding that
@@ -270,8 +286,7 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     if not len(chunk):
         e = np.zeros(0, np.int64)
         return e, e, np.zeros(0)
-    uniq_t, inv = np.unique(term, return_inverse=True)
-    w = np.array([idf[int(t)] for t in uniq_t])[inv]
+    w = _weights(term, idf)
     tff = tf.astype(np.float64)
     contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
     order = np.argsort(chunk, kind="stable")
@@ -393,7 +408,9 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     # st: each term's tf summed per session; joined with the session lengths (a session without
     # chunks -- deleted since -- drops out, as the SQL's inner join drops it).
     sess64 = sess.astype(np.int64)
-    key_order = np.lexsort((term, sess64))
+    keys = np.array(sorted(sidf), dtype=np.int64)
+    slot = np.searchsorted(keys, term)
+    key_order = np.argsort(sess64 * len(keys) + slot, kind="stable")  # by session, then term
     ks, kt = sess64[key_order], term[key_order]
     starts = np.flatnonzero(np.concatenate([[True], (ks[1:] != ks[:-1]) | (kt[1:] != kt[:-1])]))
     st_sess, st_term = ks[starts], kt[starts]
@@ -403,8 +420,7 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     sl = lengths[idx]
     keep = found & ~np.isnan(sl)
     st_sess, st_term, st_tf, sl = st_sess[keep], st_term[keep], st_tf[keep], sl[keep]
-    uniq_t, inv = np.unique(st_term, return_inverse=True)
-    w = np.array([sidf[int(t)] for t in uniq_t])[inv] if len(uniq_t) else np.zeros(0)
+    w = _weights(st_term, sidf)
     contrib = w * st_tf * _K1P1 / (st_tf + _K1 * (1 - _B + _B * sl / avg_sdl))
     sstarts = np.flatnonzero(np.concatenate([[True], st_sess[1:] != st_sess[:-1]])) if len(st_sess) else \
         np.zeros(0, np.int64)
