@@ -42,7 +42,14 @@ from aivault.indexer.merges import Merges
 from aivault.indexer.passes import Observations, Passes
 from aivault.indexer.scanners import EXIT_USAGE, Progress, ScannerPool, Slot, default_scanners, shard_of
 from aivault.indexer.segments import SegmentLock
-from aivault.indexer.store import Meta, WriteFailure, classify_write_error, now_ms
+from aivault.indexer.store import (
+    BULK_MEMORY_LIMIT,
+    MEMORY_LIMIT,
+    Meta,
+    WriteFailure,
+    classify_write_error,
+    now_ms,
+)
 from aivault.indexer.vector_service import VectorService
 from aivault.indexer.writer import Writer
 from aivault.protocol import (
@@ -101,6 +108,8 @@ class IndexerService:
         self.bulk = bulk
         self.lock = SegmentLock()
         self.con = con
+        if bulk:
+            con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
         self.writer = Writer(con.cursor(), meta, self.lock)
         self.merges = Merges(con, self.writer, self._post)
         self.extra_roots = extra_roots
@@ -433,6 +442,7 @@ class IndexerService:
             case EndBulk():
                 if self.bulk:
                     self.bulk = False
+                    self.writer.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
                     _log.info("bulk load ended: sorting its postings for searches")
                     self.merges.compact(self.merges.mode or "frozen")
             case CompactAsked(mode, fut):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 import aivault.indexer.segments as seg_mod
@@ -13,6 +14,7 @@ import aivault.indexer.service
 from aivault.errors import IndexerClosed
 from aivault.home import Home
 from aivault.indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
+from aivault.indexer.store import BULK_MEMORY_LIMIT, MEMORY_LIMIT
 from tests.builders import ClaudeWriter
 from tests.conftest import root_args, wait_until
 
@@ -79,6 +81,18 @@ def _states(daemon: Any) -> list[str]:
     return [seg.state for seg in daemon.service.indexer.writer.segments.segments]
 
 
+def _memory_limit(daemon: Any) -> str:
+    return str(daemon.service.indexer.writer.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+
+def _limit_of(setting: str) -> str:
+    con = duckdb.connect(config={"memory_limit": setting})
+    try:
+        return str(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
+
+
 def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: dict[str, Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A one-shot index sorts nothing until its final compaction; a search ends the bulk load."""
@@ -99,10 +113,13 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
             d.service.indexer.reconcile(True).result(60)
         # Every posting so far waits in the active segment: nothing was frozen or merged.
         assert _states(d) == ["active"] and d.service.indexer.writer.segments.active.rows > 50 * L0_FANIN
+        # ... and DuckDB keeps less of what it wrote cached than it may while searches run.
+        assert _memory_limit(d) == _limit_of(BULK_MEMORY_LIMIT) != _limit_of(MEMORY_LIMIT)
         # A search during a bulk load (another client through the daemon socket) ends it: the
         # pile is frozen and sorted without waiting for more.
         assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
         assert wait_until(lambda: "sorted" in _states(d) and "frozen" not in _states(d), timeout=30), _states(d)
+        assert _memory_limit(d) == _limit_of(MEMORY_LIMIT)
         ClaudeWriter(roots["claude"], cwd="/home/dev/late").user("walrus late " + " ".join(
             f"late{j}" for j in range(60)))
         sessions += 1
