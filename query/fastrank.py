@@ -42,6 +42,10 @@ SELECT_UNSORTED = ("SELECT {seg}::INTEGER AS seg, term, chunk, sess, tf, dl, con
                    "WHERE term IN ({terms})")
 SELECT_SESSION_TIMES = "SELECT sess, updated_at FROM sessions"
 SELECT_SESSION_LENGTHS = "SELECT sess, sum(dl)::DOUBLE FROM chunks GROUP BY sess"
+# Group postings by chunk through a table over the chunk ids (np.bincount) rather than a sort when
+# there are more than one posting per this many ids of the range (a sort of n costs more than a
+# pass over n * DENSE_GROUPING slots).
+DENSE_GROUPING = 16
 SELECT_ALLOWED = "SELECT s.sess FROM sessions s WHERE {filters}"
 SELECT_TITLES = "SELECT agent, session_id, title FROM titles"
 # A page's sessions; titles are joined in Python (SessionTable.titles). ``list_contains`` rather than
@@ -221,16 +225,27 @@ def _distinct(ids: Any) -> int:
     return int(np.count_nonzero(seen))
 
 
+class _Members:
+    """Membership in a sorted set of small dense ids (chunk or session ids): a table built once per
+    set, one gather per array tested (no sort, no search)."""
+
+    __slots__ = ("_table", "_top")
+
+    def __init__(self, sorted_unique: Any) -> None:
+        self._top = int(sorted_unique[-1]) if len(sorted_unique) else -1
+        self._table = np.zeros(self._top + 1, bool)
+        self._table[sorted_unique] = True
+
+    def mask(self, values: Any) -> Any:
+        if self._top < 0 or not len(values):
+            return np.zeros(len(values), bool)
+        inside = (values >= 0) & (values <= self._top)
+        return inside & self._table[np.where(inside, values, 0)]
+
+
 def _member(values: Any, sorted_unique: Any) -> Any:
-    """``values`` found in ``sorted_unique`` (a mask of ``values``): a dense table over the ids
-    (chunk and session ids are small dense integers), one gather instead of a sort or a search."""
-    if not len(sorted_unique) or not len(values):
-        return np.zeros(len(values), bool)
-    top = int(sorted_unique[-1])
-    table = np.zeros(top + 1, bool)
-    table[sorted_unique] = True
-    inside = (values >= 0) & (values <= top)
-    return inside & table[np.where(inside, values, 0)]
+    """``values`` found in ``sorted_unique`` (a mask of ``values``)."""
+    return _Members(sorted_unique).mask(values)
 
 
 def _allowed(cur: duckdb.DuckDBPyConnection, filt_sql: str, filt_args: list[Any]) -> Any | None:
@@ -246,17 +261,19 @@ def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any
     """Postings of ``hashes`` as the SQL scans read them: (term, chunk, sess, tf, dl), or None when a
     capped term's first ``cap`` rows in a segment that is not sorted would be needed."""
     cols: list[tuple[Any, Any, Any, Any, Any]] = []
+    allowed_m = _Members(allowed) if allowed is not None else None
+    restrict_m = _Members(restrict) if restrict is not None else None
     for h in hashes:
         for p in px.parts(h):
             chunk, sess, tf, dl = p.chunk, p.sess, p.tf, p.dl
             mask = None
             if conv_only:
                 mask = np.asarray(p.conv)
-            if allowed is not None:
-                m = _member(sess, allowed)
+            if allowed_m is not None:
+                m = allowed_m.mask(sess)
                 mask = m if mask is None else mask & m
-            if restrict is not None:
-                m = _member(chunk, restrict)
+            if restrict_m is not None:
+                m = restrict_m.mask(chunk)
                 mask = m if mask is None else mask & m
             if mask is not None:
                 chunk, sess, tf, dl = chunk[mask], sess[mask], tf[mask], dl[mask]
@@ -289,14 +306,27 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     w = _weights(term, idf)
     tff = tf.astype(np.float64)
     contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
-    order = np.argsort(chunk, kind="stable")
-    c_sorted = chunk[order]
-    starts = np.flatnonzero(np.concatenate([[True], c_sorted[1:] != c_sorted[:-1]]))
-    sums = np.add.reduceat(contrib[order], starts)
-    chunks = c_sorted[starts]
-    sessions = np.asarray(sess)[order][starts].astype(np.int64)
-    if need is not None:
+    top = int(chunk.max())
+    if len(chunk) * DENSE_GROUPING > top:
+        # Many postings for the id range: sum into a table over the chunk ids (each chunk's
+        # postings added in their order, as a stable sort would), no sort.
+        counts_all = np.bincount(chunk, minlength=top + 1)
+        sums_all = np.bincount(chunk, weights=contrib, minlength=top + 1)
+        chunks = np.flatnonzero(counts_all)
+        sums = sums_all[chunks]
+        sess_of = np.zeros(top + 1, np.int64)
+        sess_of[chunk] = sess
+        sessions = sess_of[chunks]
+        counts = counts_all[chunks]
+    else:
+        order = np.argsort(chunk, kind="stable")
+        c_sorted = chunk[order]
+        starts = np.flatnonzero(np.concatenate([[True], c_sorted[1:] != c_sorted[:-1]]))
+        sums = np.add.reduceat(contrib[order], starts)
+        chunks = c_sorted[starts]
+        sessions = np.asarray(sess)[order][starts].astype(np.int64)
         counts = np.diff(np.concatenate([starts, [len(c_sorted)]]))
+    if need is not None:
         keep = counts == need
         chunks, sessions, sums = chunks[keep], sessions[keep], sums[keep]
     return chunks.astype(np.int64), sessions, round6(sums)
