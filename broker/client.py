@@ -16,9 +16,10 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import zmq
+if TYPE_CHECKING:
+    import zmq
 
 from aivault.codec import RpcRequest, decode_reply, encode_request
 from aivault.errors import (
@@ -57,6 +58,11 @@ class RpcClient:
         self.endpoint = endpoint
         self.key = key
         self.timeout_s = timeout_s
+        # ZeroMQ is imported by the first client made: a CLI call that finds no daemon socket
+        # opens the index directly and never pays for it.
+        import zmq
+
+        self._zmq = zmq
         self.ctx: zmq.Context[Any] = zmq.Context.instance()
         self.sock: zmq.Socket[bytes] | None = None
 
@@ -66,8 +72,8 @@ class RpcClient:
 
     def _socket(self) -> zmq.Socket[bytes]:
         if self.sock is None:
-            s = self.ctx.socket(zmq.DEALER)
-            s.setsockopt(zmq.LINGER, 0)
+            s = self.ctx.socket(self._zmq.DEALER)
+            s.setsockopt(self._zmq.LINGER, 0)
             s.connect(self.endpoint)
             self.sock = s
         return self.sock
@@ -97,7 +103,7 @@ class RpcClient:
         sock = self._socket()
         sock.send_multipart(encode_request(self.key, RpcRequest(rid, method, params, host)))
         while True:
-            if not sock.poll(max(0, int((deadline - time.monotonic()) * 1000)), zmq.POLLIN):
+            if not sock.poll(max(0, int((deadline - time.monotonic()) * 1000)), self._zmq.POLLIN):
                 # The socket may hold a late reply now; a fresh one keeps later calls clean.
                 self.close()
                 raise DaemonUnreachable(
