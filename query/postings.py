@@ -45,6 +45,10 @@ BUILD_SLICE = 1 << 20
 # The segment's columns and the dtypes DuckDB hands them over in (indexer/schema.py SEGMENT_COLUMNS).
 COLUMNS: dict[str, Any] = {"chunk": np.int64, "sess": np.int32, "tf": np.uint16, "dl": np.uint16, "conv": np.bool_}
 HEADER = "header.json"
+# What a sidecar takes on disk per posting while it is written (the term column is dropped at the
+# end), and the free space left to the index besides: a build that would go below it is not made.
+BYTES_PER_POSTING = 21
+FREE_MARGIN = 512 * 2**20
 FORMAT = 1
 
 
@@ -210,6 +214,12 @@ class PostingsSidecars:
         tmp = self.root / f"tmp-{key.name}-{os.getpid()}"
         try:
             rows, top_chunk = self._count(cur, key.name)
+            self.root.mkdir(parents=True, exist_ok=True)
+            need = rows * BYTES_PER_POSTING + FREE_MARGIN
+            free = shutil.disk_usage(self.root).free
+            if free < need:
+                # The index itself must never be the one to meet a full disk because of a cache.
+                raise OSError(f"{free // 2**20} MB free, {need // 2**20} MB wanted (sidecar + margin)")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             self._write(cur, key.name, rows, top_chunk, tmp)

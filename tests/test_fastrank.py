@@ -260,3 +260,28 @@ def test_snippet_tokens_found_by_the_probe_regex_are_those_of_the_tokenizer() ->
                 walked.append((s + tok.group(0).find(hit), s + tok.group(0).find(hit) + len(hit), hit)
                               if partial else (s, e, hit))
         assert _spans(text, Matcher(terms)) == walked, (text, terms)
+
+
+def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the free space would drop below the margin left to the index, no sidecar is written, the
+    refusal is counted, and searches are answered (from DuckDB) exactly as before."""
+    from aivault.query import postings as postings_mod
+
+    monkeypatch.setattr(postings_mod, "FREE_MARGIN", 2**62)
+    svc = index.service
+    side = PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock)
+    side.root = tmp_path / "sidecars"
+    fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=side)
+    slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
+    try:
+        fast.search(parse_request({"query": "warm"}))
+        assert side.wait_built(60)
+        assert side.state()["failed"] >= 1 and side.state()["mapped"] == 0
+        left = list(side.root.iterdir()) if side.root.exists() else []
+        assert left == [], f"a refused build left {left}"
+        for q in ("duckdb lock", "lock error", "what did we decide about the duckdb lock?"):
+            assert _same(slow.search(parse_request({"query": q})), fast.search(parse_request({"query": q})))
+    finally:
+        fast.close()
+        slow.close()
