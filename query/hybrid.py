@@ -96,10 +96,17 @@ class VectorSource(Protocol):
 
 
 def prefers_semantic(text: str) -> bool:
-    """Hybrid for descriptions; lexical for a quoted phrase or a single identifier-like lookup."""
+    """Hybrid for descriptions and questions; lexical for a quoted phrase or code outside a question,
+    or a single identifier-like lookup."""
     stripped = text.strip()
-    if not stripped or '"' in stripped or "`" in stripped:
+    if not stripped:
         return False
+    if '"' in stripped or "`" in stripped:
+        # A question naming a quoted title still asks in words (bench/README "Ranking quality").
+        from aivault.query.planner import question_shaped
+        from aivault.text import query_terms
+
+        return question_shaped(stripped, query_terms(stripped))
     tokens = stripped.split()
     if len(tokens) == 1:
         token = tokens[0].strip(".,;:?!'")

@@ -97,6 +97,13 @@ def is_question(text: str, terms: list[str]) -> bool:
     stripped = text.strip()
     if not stripped or '"' in stripped or "`" in stripped:
         return False
+    return question_shaped(stripped, terms)
+
+
+def question_shaped(text: str, terms: list[str]) -> bool:
+    """Ends with "?" or opens with a wh-word, with QUESTION_MIN_TELLING telling words -- quotes or
+    not (a question may name a title: 'what is "Little Women" about?')."""
+    stripped = text.strip()
     words = [m.group(0).lower() for m in iter_tokens(normalize(stripped))]
     if not words or not (stripped.endswith("?") or words[0] in QUESTION_WORDS):
         return False

@@ -112,7 +112,8 @@ def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots:
 
 
 def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, roots: dict[str, Path]) -> None:
-    """Code-like queries plan lexically; with vectors not ready a natural-language query answers lexically."""
+    """Code-like and quoted queries plan lexically unless they are questions; with vectors not ready a
+    natural-language query answers lexically."""
     _write(roots)
     d = InprocDaemon(home, roots)  # embeddings disabled: vectors are never ready
     try:
@@ -125,9 +126,11 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
         d.close()
     from aivault.query.hybrid import prefers_semantic
 
-    for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar"):
+    for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar", '"event loop" blocked',
+              "`make test` fails"):
         assert not prefers_semantic(q), q
-    for q in ("why does the pod keep restarting", PARAPHRASE, "resolveTerminalPath in foo_bar.ts", "flakiness"):
+    for q in ("why does the pod keep restarting", PARAPHRASE, "resolveTerminalPath in foo_bar.ts", "flakiness",
+              'What is "Little Women" about according to Joanna?', 'where did `make test` fail on arm64?'):
         assert prefers_semantic(q), q
 
 
