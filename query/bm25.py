@@ -175,19 +175,27 @@ def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[in
     conv = sql.ONLY_CONVERSATION if req.scope == "conversation" else ""
     sess_f = sql.ONLY_SESSIONS.format(filters=filt_sql) if filt_args or filt_sql != sql.NO_FILTER else ""
     capped_terms = [h for h in hashes if df.get(h, 0) > TERM_CAP]
+    parts, args = _scans(snap, hashes, capped_terms, conv, sess_f, filt_args)
+    return parts, args, capped_terms
+
+
+def _scans(snap: Snapshot, hashes: list[int], capped_terms: list[int], conv: str, sess_f: str,
+           filt_args: list[Any], restrict: str = "") -> tuple[list[str], list[Any]]:
+    """The postings branches over every segment: each term whole (inside ``restrict``'s chunks when
+    given), or a capped term's best TERM_CAP; and the filter parameters each branch binds."""
     parts: list[str] = []
     args: list[Any] = []
+    bound = filt_args if sess_f else []
+    free = [h for h in hashes if h not in capped_terms]
     for name, state in snap.segments:
-        free = [h for h in hashes if h not in capped_terms]
-        for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f):
+        for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f + restrict):
             parts.append(branch)
-            args += filt_args if sess_f else []
+            args += bound
         for h in capped_terms:
-            order = _capped_order(state, snap, bool(sess_f))
-            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
-                                                cap=TERM_CAP))
-            args += filt_args if sess_f else []
-    return parts, args, capped_terms
+            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f,
+                                                order=_capped_order(state, snap, bool(sess_f)), cap=TERM_CAP))
+            args += bound
+    return parts, args
 
 
 def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
@@ -240,18 +248,7 @@ def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[i
         # The rarest term bounds the candidates exactly; other terms only need checking there.
         restrict = sql.ONLY_DRIVER_CHUNKS
         capped_terms = []
-    parts: list[str] = []
-    args: list[Any] = []
-    for name, state in snap.segments:
-        free = [h for h in hashes if h not in capped_terms]
-        for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f + restrict):
-            parts.append(branch)
-            args += filt_args if sess_f else []
-        for h in capped_terms:
-            order = _capped_order(state, snap, bool(sess_f))
-            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f, order=order,
-                                                cap=TERM_CAP))
-            args += filt_args if sess_f else []
+    parts, args = _scans(snap, hashes, capped_terms, conv, sess_f, filt_args, restrict)
     idf_rows = ", ".join(
         sql.IDF_ROW.format(term=h, idf=repr(math.log(1 + (n - df.get(h, 0) + 0.5) / (df.get(h, 0) + 0.5))))
         for h in hashes)

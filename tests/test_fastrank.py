@@ -52,18 +52,28 @@ class Index:
         return slow, fast, side
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
-    base = tmp_path_factory.mktemp("fastrank")
-    generate(base / "corpus", 4000, seed=7)
-    roots = {"claude": base / "corpus" / "claude" / "projects", "codex": base / "corpus" / "codex" / "sessions"}
-    home = Home.resolve(base / "home").ensure()
+def _merged_daemon(path: Path, roots: dict[str, Path]) -> InprocDaemon:
+    """A daemon (lexical only) over ``roots`` with everything indexed and merged into sorted segments."""
+    home = Home.resolve(path).ensure()
     policy.save(home, policy.Policy(True, None))
     lexical_only(home)
     d = InprocDaemon(home, roots)
     try:
         d.reconcile()
         d.service.indexer.compact("all").result(120)
+    except BaseException:
+        d.close()
+        raise
+    return d
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
+    base = tmp_path_factory.mktemp("fastrank")
+    generate(base / "corpus", 4000, seed=7)
+    roots = {"claude": base / "corpus" / "claude" / "projects", "codex": base / "corpus" / "codex" / "sessions"}
+    d = _merged_daemon(base / "home", roots)
+    try:
         # After the merge: new sessions (an unsorted segment) and rewritten ones (their old postings stay
         # in the sorted segment, their sessions and chunks are gone).
         for i in range(6):
@@ -219,13 +229,9 @@ def test_the_daemon_builds_uses_and_clears_its_sidecars(tmp_path: Path) -> None:
         w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}")
         w.user(f"the duckdb lock error in service {i}")
         w.assistant("closed the handle")
-    home = Home.resolve(tmp_path / "home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    d = InprocDaemon(home, roots)
+    d = _merged_daemon(tmp_path / "home", roots)
+    home = d.home
     try:
-        d.reconcile()
-        d.service.indexer.compact("all").result(60)
         first = d.search("duckdb lock")
         postings = d.service.engine.postings
         assert postings is not None and postings.wait_built(60)
