@@ -205,7 +205,7 @@ class PostingsSidecars:
                         todo = key in self._queued and key not in self._loaded
                     if todo:
                         self._build_one(cur, key)
-                self._prune(job)
+                self._prune(cur)
         finally:
             with contextlib.suppress(duckdb.Error):
                 cur.close()
@@ -291,11 +291,18 @@ class PostingsSidecars:
         del term
         (tmp / "term.npy").unlink()
 
-    def _prune(self, keys: list[SegmentKey]) -> None:
-        """Delete sidecars of segments that are gone (and temporary folders of dead builds)."""
-        live = {(k.name, k.created_at) for k in keys}
+    def _prune(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Delete sidecars of segments that are gone (and temporary folders of dead builds).
+
+        What is live is read from the database now, not taken from the job: a job queued by a search
+        on an older snapshot must not delete the sidecar of a segment a later merge wrote."""
         if not self.root.is_dir():
             return
+        try:
+            with self._locked():
+                live = {(str(n), int(c)) for n, c in cur.execute("SELECT name, created_at FROM segments").fetchall()}
+        except duckdb.Error:
+            return  # nothing is deleted on doubt; the next build prunes
         for folder in self.root.iterdir():
             name, _, rest = folder.name.partition("-")
             created = rest.partition("-")[0]
