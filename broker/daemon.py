@@ -76,8 +76,10 @@ class Daemon:
                  schedule: bool = True, semantic: bool = True, bulk: bool = False, listen: str | None = None) -> None:
         self.home = home
         # A long-lived process: BM25 over memory-mapped postings sidecars (query/postings.py), unless
-        # AIVAULT_POSTINGS_SIDECAR=0 (benchmarks comparing both paths).
-        fast = os.environ.get("AIVAULT_POSTINGS_SIDECAR", "1") != "0"
+        # AIVAULT_POSTINGS_SIDECAR=0 (benchmarks comparing both paths). A one-shot bulk load answers no
+        # search: building sidecars there would only compete with the load for CPU and memory (the
+        # next `serve` builds them in the background).
+        fast = not bulk and os.environ.get("AIVAULT_POSTINGS_SIDECAR", "1") != "0"
         self.session = WriterSession(home, extra_roots=extra_roots, default_roots=default_roots, schedule=schedule,
                                      semantic=semantic, bulk=bulk, fast_postings=fast)
         self.service = self.session.service
