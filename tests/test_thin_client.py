@@ -147,3 +147,11 @@ def test_a_direct_hybrid_search_loads_the_vectors_it_needs(home: Home, roots: di
     assert result["debug"]["route"] == "hybrid"
     assert result["hits"][0]["sessionId"] == ids["asyncio"]
     assert "faiss" in modules and "aivault.indexer.vector_service" in modules
+
+
+def test_the_interpreter_start_loads_no_install_import_hook() -> None:
+    """An empty interpreter of this install imports no editable-install finder and no pathlib at start
+    (a package-dir mapping in pyproject.toml makes setuptools install such a hook: 15-30 ms of every CLI call)."""
+    code = "import sys; print(sorted(m for m in sys.modules if 'editable' in m or m in ('pathlib', 'importlib.util')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(proc.stdout.replace("'", '"')) == []
