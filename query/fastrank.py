@@ -226,21 +226,22 @@ def _distinct(ids: Any) -> int:
 
 
 class _Members:
-    """Membership in a sorted set of small dense ids (chunk or session ids): a table built once per
-    set, one gather per array tested (no sort, no search)."""
+    """Membership in a set of small dense ids (chunk or session ids, in any order, repeats allowed):
+    a table built once per set, one gather per array tested (no sort, no search)."""
 
     __slots__ = ("_table", "_top")
 
-    def __init__(self, sorted_unique: Any) -> None:
-        self._top = int(sorted_unique[-1]) if len(sorted_unique) else -1
-        self._table = np.zeros(self._top + 1, bool)
-        self._table[sorted_unique] = True
+    def __init__(self, ids: Any) -> None:
+        self._top = int(ids.max()) if len(ids) else -1
+        # One slot past the largest id, never set: a tested value above it is clipped there. Ids
+        # are counters (never negative), so clipping below never lands on a member either.
+        self._table = np.zeros(self._top + 2, bool)
+        self._table[ids] = True
 
     def mask(self, values: Any) -> Any:
         if self._top < 0 or not len(values):
             return np.zeros(len(values), bool)
-        inside = (values >= 0) & (values <= self._top)
-        return inside & self._table[np.where(inside, values, 0)]
+        return np.take(self._table, values, mode="clip")
 
 
 def _member(values: Any, sorted_unique: Any) -> Any:
@@ -265,18 +266,19 @@ def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any
     restrict_m = _Members(restrict) if restrict is not None else None
     for h in hashes:
         for p in px.parts(h):
-            chunk, sess, tf, dl = p.chunk, p.sess, p.tf, p.dl
-            mask = None
+            # The rows kept, as positions in the segment's order; the most selective test first
+            # (the restriction to a rare term's chunks), the others only on what it left.
+            keep = np.flatnonzero(restrict_m.mask(p.chunk)) if restrict_m is not None else None
             if conv_only:
-                mask = np.asarray(p.conv)
+                conv = np.asarray(p.conv if keep is None else p.conv[keep])
+                keep = np.flatnonzero(conv) if keep is None else keep[conv]
             if allowed_m is not None:
-                m = allowed_m.mask(sess)
-                mask = m if mask is None else mask & m
-            if restrict_m is not None:
-                m = restrict_m.mask(chunk)
-                mask = m if mask is None else mask & m
-            if mask is not None:
-                chunk, sess, tf, dl = chunk[mask], sess[mask], tf[mask], dl[mask]
+                m = allowed_m.mask(p.sess if keep is None else p.sess[keep])
+                keep = np.flatnonzero(m) if keep is None else keep[m]
+            if keep is None:
+                chunk, sess, tf, dl = p.chunk, p.sess, p.tf, p.dl
+            else:
+                chunk, sess, tf, dl = p.chunk[keep], p.sess[keep], p.tf[keep], p.dl[keep]
             if h in capped and len(chunk) > cap:
                 if not p.ordered:
                     return None
@@ -287,6 +289,28 @@ def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any
         e = np.zeros(0, np.int64)
         return e, e, e.astype(np.int32), e.astype(np.uint16), e.astype(np.uint16)
     return tuple(np.concatenate([c[i] for c in cols]) for i in range(5))  # type: ignore[return-value]
+
+
+def _holding_all(got: tuple[Any, Any, Any, Any, Any], hashes: list[int]) -> tuple[Any, Any, Any, Any, Any]:
+    """The gathered rows of the chunks that hold every term, in their order.
+
+    What the all-terms count (``need``) keeps anyway -- a (term, chunk) posting exists at most once:
+    a chunk's postings are cut once and live in one segment -- but found first with one table of
+    chunk ids per term (a pass over each term's rows), so the grouping that sums the scores sees only
+    the intersection: two common terms at 1M messages had ~100k rows grouped over a 1M-slot table."""
+    term, chunk = got[0], got[1]
+    if not len(chunk):
+        return got
+    top = int(chunk.max())
+    alive = np.ones(top + 1, bool)
+    for h in dict.fromkeys(hashes):
+        has = np.zeros(top + 1, bool)
+        has[chunk[term == h]] = True
+        alive &= has
+    keep = alive[chunk]
+    if bool(keep.all()):
+        return got
+    return tuple(col[keep] for col in got)
 
 
 def _weights(term: Any, weight: dict[int, float]) -> Any:
@@ -391,7 +415,7 @@ def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, ha
         # The rarest term bounds the candidates exactly; other terms only need checking there.
         got = _gather(px, [driver], conv_only, allowed, set(), cap)
         assert got is not None
-        restrict = np.unique(got[1])
+        restrict = got[1]  # the driver's chunks (a membership table: no need to sort them)
         capped = set()
     got = _gather(px, hashes, conv_only, allowed, capped, cap, restrict)
     if got is None:
@@ -401,6 +425,8 @@ def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, ha
     n = max(snap.n_chunks, 1)
     idf = {h: _idf(n, df.get(h, 0)) for h in hashes}
     need = len(hashes) if require_all and len(hashes) > 1 else None
+    if need is not None:
+        got = _holding_all(got, hashes)
     chunks, sessions, scores = _chunk_scores(*got, idf, snap.avgdl, need)
     bs, bscore, bchunk = _best_chunks(chunks, sessions, scores)
     chosen, updated = _page(req, px.sessions, allowed, bs, bscore, offset, count)
