@@ -46,6 +46,9 @@ SELECT_SESSION_LENGTHS = "SELECT sess, sum(dl)::DOUBLE FROM chunks GROUP BY sess
 # there are more than one posting per this many ids of the range (a sort of n costs more than a
 # pass over n * DENSE_GROUPING slots).
 DENSE_GROUPING = 16
+# Any-word ranking sums each term's tf per session in a table over (session, term) slots up to this
+# many slots (sessions x query terms; 8 MB of counts), else by a sort.
+DENSE_PAIRS_MAX = 1 << 20
 SELECT_ALLOWED = "SELECT s.sess FROM sessions s WHERE {filters}"
 SELECT_TITLES = "SELECT agent, session_id, title FROM titles"
 # A page's sessions; titles are joined in Python (SessionTable.titles). ``list_contains`` rather than
@@ -314,10 +317,15 @@ def _holding_all(got: tuple[Any, Any, Any, Any, Any], hashes: list[int]) -> tupl
 
 
 def _weights(term: Any, weight: dict[int, float]) -> Any:
-    """``weight`` of each row's term (a query has a few terms: a binary search, no hashing)."""
+    """``weight`` of each row's term. Rows come in runs of one term (``_gather`` appends each term's
+    postings together): one lookup per run, then the runs repeated."""
+    if not len(term):
+        return np.zeros(0)
     keys = np.array(sorted(weight), dtype=np.int64)
     values = np.array([weight[int(k)] for k in keys])
-    return values[np.searchsorted(keys, term)]
+    starts = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])
+    lengths = np.diff(np.concatenate([starts, [len(term)]]))
+    return np.repeat(values[np.searchsorted(keys, term[starts])], lengths)
 
 
 def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[int, float], avgdl: float,
@@ -338,9 +346,9 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
         sums_all = np.bincount(chunk, weights=contrib, minlength=top + 1)
         chunks = np.flatnonzero(counts_all)
         sums = sums_all[chunks]
-        sess_of = np.zeros(top + 1, np.int64)
+        sess_of = np.zeros(top + 1, np.asarray(sess).dtype)  # the sidecars' int32: half the table
         sess_of[chunk] = sess
-        sessions = sess_of[chunks]
+        sessions = sess_of[chunks].astype(np.int64)
         counts = counts_all[chunks]
     else:
         order = np.argsort(chunk, kind="stable")
@@ -466,11 +474,20 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     sess64 = sess.astype(np.int64)
     keys = np.array(sorted(sidf), dtype=np.int64)
     slot = np.searchsorted(keys, term)
-    key_order = np.argsort(sess64 * len(keys) + slot, kind="stable")  # by session, then term
-    ks, kt = sess64[key_order], term[key_order]
-    starts = np.flatnonzero(np.concatenate([[True], (ks[1:] != ks[:-1]) | (kt[1:] != kt[:-1])]))
-    st_sess, st_term = ks[starts], kt[starts]
-    st_tf = np.add.reduceat(tf[key_order].astype(np.int64), starts).astype(np.float64)
+    pair = sess64 * len(keys) + slot  # by session, then term
+    if len(pair) and int(pair.max()) < DENSE_PAIRS_MAX:
+        # Sums of whole numbers: any order gives the same totals, so a table over the (session,
+        # term) slots replaces the sort (a stable argsort of 250k rows took ~17 ms here).
+        present = np.bincount(pair)
+        st_pair = np.flatnonzero(present)
+        st_tf = np.bincount(pair, weights=tf.astype(np.float64))[st_pair]
+        st_sess, st_term = st_pair // len(keys), keys[st_pair % len(keys)]
+    else:
+        key_order = np.argsort(pair, kind="stable")
+        ks, kt = sess64[key_order], term[key_order]
+        starts = np.flatnonzero(np.concatenate([[True], (ks[1:] != ks[:-1]) | (kt[1:] != kt[:-1])]))
+        st_sess, st_term = ks[starts], kt[starts]
+        st_tf = np.add.reduceat(tf[key_order].astype(np.int64), starts).astype(np.float64)
     lengths = table.lengths(cur)
     idx, found = table.lookup(st_sess)
     sl = lengths[idx]

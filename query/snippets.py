@@ -97,17 +97,34 @@ def _spans(text: str, matcher: Matcher) -> list[tuple[int, int, str]]:
 
 
 def _best_window(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple[int, int]:
+    """The window of ``width`` characters showing the most distinct terms: for each span in turn,
+    the window opening a quarter width before it, counting that span and the later ones it holds
+    whole; the first best wins. Spans are in order and do not overlap, so the spans a window holds
+    are consecutive and both ends only move forward: one pass with a count per term (a page of
+    common words has hundreds of spans per chunk)."""
     if not spans or n <= width:
         return 0, min(n, width)
-    best = (0, 0, 0)  # (distinct terms, -start, index)
+    best_score, best_i = (0, 0), 0
+    held: dict[str, int] = {}
+    j = 0  # spans[i:j] are the ones the current window holds
     for i, (s, _, _) in enumerate(spans):
         lo = max(0, s - width // 4)
         hi = lo + width
-        distinct = {t for (a, b, t) in spans[i:] if a >= lo and b <= hi}
-        score = (len(distinct), -lo)
-        if score > best[:2]:
-            best = (score[0], score[1], i)
-    lo = max(0, spans[best[2]][0] - width // 4)
+        j = max(j, i)
+        while j < len(spans) and spans[j][1] <= hi:
+            t = spans[j][2]
+            held[t] = held.get(t, 0) + 1
+            j += 1
+        score = (len(held), -lo)
+        if score > best_score:
+            best_score, best_i = score, i
+        if j > i:  # span i leaves before the next window
+            t = spans[i][2]
+            if held[t] == 1:
+                del held[t]
+            else:
+                held[t] -= 1
+    lo = max(0, spans[best_i][0] - width // 4)
     lo = min(lo, max(0, n - width))  # near the end: show a full window, not a short tail
     return lo, min(n, lo + width)
 

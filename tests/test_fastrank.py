@@ -26,7 +26,7 @@ from aivault.query import bm25
 from aivault.query.engine import Engine
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from aivault.query.request import parse_request
-from aivault.query.snippets import Matcher, _spans
+from aivault.query.snippets import Matcher, _best_window, _spans
 from aivault.text import iter_tokens, query_terms
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
@@ -266,6 +266,33 @@ def test_snippet_tokens_found_by_the_probe_regex_are_those_of_the_tokenizer() ->
                 walked.append((s + tok.group(0).find(hit), s + tok.group(0).find(hit) + len(hit), hit)
                               if partial else (s, e, hit))
         assert _spans(text, Matcher(terms)) == walked, (text, terms)
+
+
+def test_the_snippet_window_is_the_one_the_definition_picks() -> None:
+    """The one-pass window (snippets._best_window) picks what its definition says: for each span, the window a
+    quarter width before it, counting the spans from there it holds whole; most distinct terms, then leftmost."""
+    def defined(spans: list[tuple[int, int, str]], n: int, width: int) -> tuple[int, int]:
+        if not spans or n <= width:
+            return 0, min(n, width)
+        best = (0, 0, 0)
+        for i, (s, _, _) in enumerate(spans):
+            lo = max(0, s - width // 4)
+            distinct = {t for (a, b, t) in spans[i:] if a >= lo and b <= lo + width}
+            if (len(distinct), -lo) > best[:2]:
+                best = (len(distinct), -lo, i)
+        lo = min(max(0, spans[best[2]][0] - width // 4), max(0, n - width))
+        return lo, min(n, lo + width)
+
+    rnd = random.Random(5)
+    for _ in range(3000):
+        spans, pos = [], 0
+        for _ in range(rnd.randint(0, 60)):
+            pos += rnd.randint(0, 40)
+            length = rnd.choice([1, 3, 8, 20, 300])  # a token longer than the window too
+            spans.append((pos, pos + length, rnd.choice("abcde")))
+            pos += length
+        n, width = pos + rnd.randint(0, 50), rnd.choice([10, 60, 240])
+        assert _best_window(spans, n, width) == defined(spans, n, width), (spans, n, width)
 
 
 def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: Path,
