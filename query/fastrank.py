@@ -304,16 +304,23 @@ def _holding_all(got: tuple[Any, Any, Any, Any, Any], hashes: list[int]) -> tupl
     term, chunk = got[0], got[1]
     if not len(chunk):
         return got
-    top = int(chunk.max())
-    alive = np.ones(top + 1, bool)
-    for h in dict.fromkeys(hashes):
-        has = np.zeros(top + 1, bool)
-        has[chunk[term == h]] = True
-        alive &= has
-    keep = alive[chunk]
+    starts, ends = _runs(term)
+    if len(starts) < len(set(hashes)):  # a term without rows: no chunk holds them all
+        return tuple(col[:0] for col in got)
+    # How many of the terms each chunk holds (each run is one term's rows, a chunk at most once in it).
+    held = np.zeros(int(chunk.max()) + 1, np.uint8)
+    for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+        held[chunk[a:b]] += 1
+    keep = held[chunk] == len(starts)
     if bool(keep.all()):
         return got
     return tuple(col[keep] for col in got)
+
+
+def _runs(term: Any) -> tuple[Any, Any]:
+    """Where each run of equal terms starts and ends (``_gather`` appends each term's rows together)."""
+    starts = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])
+    return starts, np.concatenate([starts[1:], [len(term)]])
 
 
 def _weights(term: Any, weight: dict[int, float]) -> Any:
@@ -323,9 +330,8 @@ def _weights(term: Any, weight: dict[int, float]) -> Any:
         return np.zeros(0)
     keys = np.array(sorted(weight), dtype=np.int64)
     values = np.array([weight[int(k)] for k in keys])
-    starts = np.concatenate([[0], np.flatnonzero(term[1:] != term[:-1]) + 1])
-    lengths = np.diff(np.concatenate([starts, [len(term)]]))
-    return np.repeat(values[np.searchsorted(keys, term[starts])], lengths)
+    starts, ends = _runs(term)
+    return np.repeat(values[np.searchsorted(keys, term[starts])], ends - starts)
 
 
 def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[int, float], avgdl: float,
@@ -342,14 +348,20 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     if len(chunk) * DENSE_GROUPING > top:
         # Many postings for the id range: sum into a table over the chunk ids (each chunk's
         # postings added in their order, as a stable sort would), no sort.
-        counts_all = np.bincount(chunk, minlength=top + 1)
         sums_all = np.bincount(chunk, weights=contrib, minlength=top + 1)
-        chunks = np.flatnonzero(counts_all)
+        if need is None:
+            seen = np.zeros(top + 1, bool)  # a byte a slot: finding the chunks scans 1/8 of a count table
+            seen[chunk] = True
+            chunks = np.flatnonzero(seen)
+            counts = None
+        else:
+            counts_all = np.bincount(chunk, minlength=top + 1)
+            chunks = np.flatnonzero(counts_all)
+            counts = counts_all[chunks]
         sums = sums_all[chunks]
         sess_of = np.zeros(top + 1, np.asarray(sess).dtype)  # the sidecars' int32: half the table
         sess_of[chunk] = sess
         sessions = sess_of[chunks].astype(np.int64)
-        counts = counts_all[chunks]
     else:
         order = np.argsort(chunk, kind="stable")
         c_sorted = chunk[order]
@@ -359,6 +371,7 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
         sessions = np.asarray(sess)[order][starts].astype(np.int64)
         counts = np.diff(np.concatenate([starts, [len(c_sorted)]]))
     if need is not None:
+        assert counts is not None
         keep = counts == need
         chunks, sessions, sums = chunks[keep], sessions[keep], sums[keep]
     return chunks.astype(np.int64), sessions, round6(sums)
