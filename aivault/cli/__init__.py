@@ -9,6 +9,7 @@ With a daemon answering on the data directory's socket, commands talk to it; wit
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import signal
 import sys
@@ -184,18 +185,35 @@ def _on_sigint(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# Commands that ask and print, then exit: run from the console script, they run without the cyclic
+# garbage collector (their few cycles die with the process), which also skips the interpreter's
+# full collection at exit (gc.freeze). Measured interleaved, `aivault rpc aiVault.ping` through a
+# daemon: ~15 ms of ~125. Every other command (serve, index, web, mcp, relay...) collects as usual.
+_SHORT_LIVED = frozenset({"search", "status", "rpc"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    # argv None: this process is the `aivault` command itself (an in-process caller passes a list
+    # and keeps its collector as it was).
+    oneshot = argv is None and gc.isenabled()
+    if oneshot:
+        gc.disable()
     try:
-        return _main(argv)
+        return _main(argv, oneshot)
     except KeyboardInterrupt:
         # Ctrl-C before the command's own handling is in place (while modules load or the
         # arguments are parsed) ends the call as quietly as one during it.
         return 130
+    finally:
+        if oneshot:
+            gc.freeze()
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, oneshot: bool = False) -> int:
     words = sys.argv[1:] if argv is None else argv
     args = build_parser(_command_word(words)).parse_args(words)
+    if oneshot and args.command not in _SHORT_LIVED:
+        gc.enable()
     log.configure("warning")
     home = Home.resolve(args.home)
     if threading.current_thread() is threading.main_thread() and args.command != "serve":
