@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +25,11 @@ from aivault import policy
 from aivault.home import Home
 from aivault.query import bm25
 from aivault.query.engine import Engine
+from aivault.query.planner import phrase_pattern
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from aivault.query.request import parse_request
 from aivault.query.snippets import Matcher, _best_window, _spans
-from aivault.text import iter_tokens, query_terms
+from aivault.text import iter_tokens, normalize, query_terms
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, lexical_only
@@ -266,6 +268,23 @@ def test_snippet_tokens_found_by_the_probe_regex_are_those_of_the_tokenizer() ->
                 walked.append((s + tok.group(0).find(hit), s + tok.group(0).find(hit) + len(hit), hit)
                               if partial else (s, e, hit))
         assert _spans(text, Matcher(terms)) == walked, (text, terms)
+
+
+def test_the_phrase_pattern_matches_where_the_look_behind_first_form_matches() -> None:
+    """planner.phrase_pattern (first word, then a look-behind over it) finds a phrase in exactly the texts the
+    plain form ``(?<!\\w)w1\\W+w2...(?!\\w)`` does: word edges, case, identifiers, "c++", "#42", CJK."""
+    rnd = random.Random(11)
+    words = ["lock", "Lock", "duckdb", "DuckDB_lock", "c++", "x", "#42", "issue#7", "the", "unlock", "locks",
+             "日本語", "naïve", "error", "err", "_lock", "lock_", "9lock"]
+    seps = [" ", ". ", "\n", "-", "/", "(", "", "_", "  ", "::", ","]
+    for _ in range(3000):
+        text = "".join(rnd.choice(words) + rnd.choice(seps) for _ in range(rnd.randint(1, 12)))
+        query = " ".join(rnd.sample(words, rnd.randint(2, 3)))
+        pattern = phrase_pattern(query)
+        assert pattern is not None
+        plain = r"(?<!\w)" + r"\W+".join(re.escape(m.group(0)) for m in iter_tokens(normalize(query))) + r"(?!\w)"
+        assert bool(re.search(pattern, text, re.IGNORECASE)) == bool(re.search(plain, text, re.IGNORECASE)), \
+            (query, text)
 
 
 def test_the_snippet_window_is_the_one_the_definition_picks() -> None:
