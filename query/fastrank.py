@@ -345,7 +345,13 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     tff = tf.astype(np.float64)
     contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
     top = int(chunk.max())
-    if len(chunk) * DENSE_GROUPING > top:
+    if need is None and len(_runs(term)[0]) == 1:
+        # One term: a chunk holds it at most once, so every row is its own chunk -- nothing to add
+        # up; ordering by chunk needs no stable sort (the ids are distinct).
+        order = np.argsort(chunk)
+        chunks, sessions, sums = chunk[order], np.asarray(sess)[order].astype(np.int64), contrib[order]
+        counts = None
+    elif len(chunk) * DENSE_GROUPING > top:
         # Many postings for the id range: sum into a table over the chunk ids (each chunk's
         # postings added in their order, as a stable sort would), no sort.
         sums_all = np.bincount(chunk, weights=contrib, minlength=top + 1)
@@ -413,8 +419,17 @@ def _page(req: SearchRequest, table: SessionTable, allowed: Any | None, sess: An
     pos = np.flatnonzero(found)
     u = table.order_key[idx[pos]]
     sc = score[pos]
+    relevance = req.filters.sort == "relevance"
+    k = offset + count
+    if k > 0 and len(pos) > 4 * k:
+        # Only rows whose first sort key reaches the k-th largest can be among the first k: sort those
+        # (the same first k, in the same order) instead of every session that matched.
+        first = sc if relevance else u
+        kth = np.partition(first, len(first) - k)[len(first) - k]
+        near = first >= kth
+        pos, u, sc = pos[near], u[near], sc[near]
     ss = sess[pos]
-    order = np.lexsort((ss, -u, -sc) if req.filters.sort == "relevance" else (ss, -sc, -u))
+    order = np.lexsort((ss, -u, -sc) if relevance else (ss, -sc, -u))
     chosen = pos[order[offset : offset + count]]
     updated = {int(sess[i]): int(table.updated[idx[i]]) for i in chosen}
     return chosen, updated
