@@ -298,9 +298,10 @@ def _holding_all(got: tuple[Any, Any, Any, Any, Any], hashes: list[int]) -> tupl
     """The gathered rows of the chunks that hold every term, in their order.
 
     What the all-terms count (``need``) keeps anyway -- a (term, chunk) posting exists at most once:
-    a chunk's postings are cut once and live in one segment -- but found first with one table of
-    chunk ids per term (a pass over each term's rows), so the grouping that sums the scores sees only
-    the intersection: two common terms at 1M messages had ~100k rows grouped over a 1M-slot table."""
+    a chunk's postings are cut once and live in one segment -- but found first, with one byte per
+    chunk id counting the terms that hold it (a pass over each term's run of rows), so the grouping
+    that sums the scores sees only the intersection: two common terms at 1M messages had ~100k rows
+    grouped over a 1M-slot table."""
     term, chunk = got[0], got[1]
     if not len(chunk):
         return got
