@@ -247,9 +247,9 @@ class _Members:
         return np.take(self._table, values, mode="clip")
 
 
-def _member(values: Any, sorted_unique: Any) -> Any:
-    """``values`` found in ``sorted_unique`` (a mask of ``values``)."""
-    return _Members(sorted_unique).mask(values)
+def _member(values: Any, ids: Any) -> Any:
+    """``values`` found among ``ids`` (a mask of ``values``)."""
+    return _Members(ids).mask(values)
 
 
 def _allowed(cur: duckdb.DuckDBPyConnection, filt_sql: str, filt_args: list[Any]) -> Any | None:
@@ -324,14 +324,14 @@ def _runs(term: Any) -> tuple[Any, Any]:
     return starts, np.concatenate([starts[1:], [len(term)]])
 
 
-def _weights(term: Any, weight: dict[int, float]) -> Any:
+def _weights(term: Any, weight: dict[int, float], runs: tuple[Any, Any] | None = None) -> Any:
     """``weight`` of each row's term. Rows come in runs of one term (``_gather`` appends each term's
     postings together): one lookup per run, then the runs repeated."""
     if not len(term):
         return np.zeros(0)
     keys = np.array(sorted(weight), dtype=np.int64)
     values = np.array([weight[int(k)] for k in keys])
-    starts, ends = _runs(term)
+    starts, ends = runs if runs is not None else _runs(term)
     return np.repeat(values[np.searchsorted(keys, term[starts])], ends - starts)
 
 
@@ -342,11 +342,12 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     if not len(chunk):
         e = np.zeros(0, np.int64)
         return e, e, np.zeros(0)
-    w = _weights(term, idf)
+    runs = _runs(term)  # one pass, for the weights and the one-term test below
+    w = _weights(term, idf, runs)
     tff = tf.astype(np.float64)
     contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
     top = int(chunk.max())
-    if need is None and len(_runs(term)[0]) == 1:
+    if need is None and len(runs[0]) == 1:
         # One term: a chunk holds it at most once, so every row is its own chunk -- nothing to add
         # up; ordering by chunk needs no stable sort (the ids are distinct).
         order = np.argsort(chunk)
