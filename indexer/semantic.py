@@ -108,7 +108,8 @@ class SearchGate:
     Searches call ``begins``/``ends`` (any thread); the worker calls ``enter`` before each unit.
     Both take one lock, so once ``begins`` has returned no unit starts unless it is forced, and the
     counters say exactly what happened: ``started`` units, ``held`` times a unit had to wait,
-    ``forced`` units started while a search was in flight or had just ended.
+    ``forced`` units started while a search was in flight or had just ended; ``waiting`` is how
+    many workers are held at this moment.
     """
 
     def __init__(self, quiet_after_s: float = YIELD_AFTER_SEARCH_S, max_held_s: float = MAX_HELD_S) -> None:
@@ -120,6 +121,7 @@ class SearchGate:
         self.started = 0
         self.held = 0
         self.forced = 0
+        self.waiting = 0
 
     def begins(self) -> None:
         with self._cond:
@@ -139,23 +141,28 @@ class SearchGate:
         """Wait until a unit of background work may start and count it; False when ``stop`` is set."""
         with self._cond:
             held_since: float | None = None
-            while not stop.is_set():
-                now = time.monotonic()
-                quiet_in = self._last_end + self.quiet_after_s - now
-                if self.in_flight == 0 and quiet_in <= 0:
-                    self.started += 1
-                    return True
-                if held_since is None:
-                    held_since = now
-                    self.held += 1
-                share_in = held_since + self.max_held_s - now
-                if share_in <= 0:
-                    self.forced += 1
-                    self.started += 1
-                    return True
-                # Woken by ``ends``; the timeout also lets ``stop`` be seen.
-                self._cond.wait(min(share_in, quiet_in if self.in_flight == 0 else share_in, 0.25))
-            return False
+            try:
+                while not stop.is_set():
+                    now = time.monotonic()
+                    quiet_in = self._last_end + self.quiet_after_s - now
+                    if self.in_flight == 0 and quiet_in <= 0:
+                        self.started += 1
+                        return True
+                    if held_since is None:
+                        held_since = now
+                        self.held += 1
+                        self.waiting += 1
+                    share_in = held_since + self.max_held_s - now
+                    if share_in <= 0:
+                        self.forced += 1
+                        self.started += 1
+                        return True
+                    # Woken by ``ends``; the timeout also lets ``stop`` be seen.
+                    self._cond.wait(min(share_in, quiet_in if self.in_flight == 0 else share_in, 0.25))
+                return False
+            finally:
+                if held_since is not None:
+                    self.waiting -= 1
 
 
 class ThreadChooser:
