@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from aivault import log
 from aivault.embed import Embedder
@@ -283,6 +282,8 @@ class SemanticWorker:
                 hashes = sorted({int(h) for _, h, _ in rows} - fresh.keys())
                 known: dict[int, np.ndarray] = {}
                 if hashes:
+                    import pyarrow as pa  # here: a read-only process imports this module, never this loop
+
                     cur.register("b_hashes", pa.table({"hash": pa.array(hashes, pa.int64())}))
                     try:
                         found = cur.execute("""SELECT hash, any_value(vec) FROM vectors

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -27,7 +27,9 @@ from aivault.indexer import schema as q
 from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
 from aivault.indexer.semantic import Publication, SearchGate, SemanticWorker, from_blobs, to_blob
 from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
-from aivault.indexer.writer import Writer
+
+if TYPE_CHECKING:
+    from aivault.indexer.writer import Writer  # the daemon's; a read-only process never imports it
 
 _log = log.get("vectors")
 
@@ -313,7 +315,7 @@ class ReadOnlyVectors:
         if state is None:
             return None
         expect, watermark = state
-        index = VectorIndex.load(self.sidecar, expect)
+        index = VectorIndex.load(self.sidecar, expect, mapped=True)  # this process never changes it
         if index is None and watermark == 0:
             return None  # nothing embedded yet
         try:

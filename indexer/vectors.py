@@ -122,8 +122,16 @@ class VectorIndex:
         write_private(path.with_suffix(".json"), json.dumps(asdict(header)).encode())
 
     @staticmethod
-    def load(path: Path, expect: SidecarHeader) -> VectorIndex | None:
-        """The saved index if its header matches ``expect`` exactly (count aside), else None."""
+    def load(path: Path, expect: SidecarHeader, *, mapped: bool = False) -> VectorIndex | None:
+        """The saved index if its header matches ``expect`` exactly (count aside), else None.
+
+        ``mapped``: for a process that only searches (never adds or removes), the vectors are
+        memory-mapped from the file instead of read into memory -- a flat index's codes
+        (``IO_FLAG_MMAP_IFC``) or an IVF index's inverted lists (``IO_FLAG_MMAP``); the same
+        vectors, so the same answers. Loading the 100k bench's 50 MB flat sidecar: ~50 ms read,
+        ~9 ms mapped. The mapping survives the daemon replacing the file (it writes a new file
+        and renames it over the old one) or removing it.
+        """
         try:
             header = SidecarHeader(**json.loads(path.with_suffix(".json").read_text()))
         except (OSError, ValueError, TypeError):
@@ -132,8 +140,14 @@ class VectorIndex:
                 (expect.format, expect.identity, expect.epoch, expect.fingerprint):
             return None
         try:
-            raw = np.frombuffer(path.read_bytes(), dtype=np.uint8)
-            index = faiss.deserialize_index(raw)
+            if mapped:
+                # The two flags cannot be combined for IVF, and the kind is known only after reading:
+                # by size, as the daemon chooses it (either flag reads the other kind correctly, unmapped).
+                flag = faiss.IO_FLAG_MMAP if header.count >= IVF_MIN else faiss.IO_FLAG_MMAP_IFC
+                index = faiss.read_index(str(path), flag)
+            else:
+                raw = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+                index = faiss.deserialize_index(raw)
         except (OSError, RuntimeError):
             return None
         if int(index.ntotal) != header.count:

@@ -235,7 +235,47 @@ def test_invalid_model_files_are_replaced(offline_load: tuple[LocalEmbedder, Pat
     before = path.stat().st_mtime_ns
     conv.ensure_gguf(MODEL, models_dir)
     assert path.stat().st_mtime_ns == before
-    assert sorted(p.name for p in models_dir.iterdir()) == [path.name, conv.manifest_path(path).name]
+    assert {p.name for p in models_dir.iterdir()} <= {path.name, conv.manifest_path(path).name,
+                                                      conv.verified_path(path).name}
+
+
+def test_a_checked_model_file_is_trusted_by_its_stat_until_it_changes(
+        offline_load: tuple[LocalEmbedder, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After one full checksum, an unchanged file is not hashed again; a rewrite of the same size (its
+    time put back) or another manifest is hashed again and caught; a file too recent records nothing."""
+    _, good_dir, _ = offline_load
+    spec = models.get_model(MODEL)
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    path = spec.gguf_path(models_dir)
+    good = spec.gguf_path(good_dir).read_bytes()
+    path.write_bytes(good)
+    conv.manifest_path(path).write_bytes(conv.manifest_path(spec.gguf_path(good_dir)).read_bytes())
+    assert conv.validate(path, spec) is None
+    assert not conv.verified_path(path).exists()  # just written: its stat could not tell a later write apart
+
+    monkeypatch.setattr(conv, "VERIFIED_MIN_AGE_S", 0.0)
+    hashed: list[Path] = []
+    real_sha = conv._file_sha256
+
+    def counting_sha(p: Path) -> str:
+        hashed.append(p)
+        return real_sha(p)
+
+    monkeypatch.setattr(conv, "_file_sha256", counting_sha)
+    assert conv.validate(path, spec) is None and len(hashed) == 1 and conv.verified_path(path).exists()
+    assert conv.validate(path, spec) is None and len(hashed) == 1  # trusted by its stat
+    before = path.stat()
+    data = bytearray(good)
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size and mtime: ctime still moved
+    assert conv.validate(path, spec) == "checksum mismatch" and len(hashed) == 2
+    path.write_bytes(good)
+    assert conv.validate(path, spec) is None and len(hashed) == 3
+    manifest = json.loads(conv.manifest_path(path).read_text())
+    conv.manifest_path(path).write_text(json.dumps({**manifest, "sha256": "0" * 64}))
+    assert conv.validate(path, spec) == "checksum mismatch" and len(hashed) == 4
 
 
 def test_embedding_in_a_thread_leaves_duckdb_running(embedder: LocalEmbedder) -> None:

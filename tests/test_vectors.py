@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
+from aivault.indexer.vectors import IVF_MIN, SIDECAR_FORMAT, SidecarHeader, VectorIndex
 
 
 def _data(n: int, dims: int = 32, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -52,3 +53,23 @@ def test_a_sidecar_is_trusted_only_with_its_own_identity_epoch_and_model(tmp_pat
         assert VectorIndex.load(path, changed) is None
     path.write_bytes(b"not a faiss index")
     assert VectorIndex.load(path, header) is None
+
+
+def test_a_mapped_sidecar_answers_as_the_loaded_one_and_outlives_its_file_being_replaced(tmp_path: Path) -> None:
+    """Memory-mapped (read-only processes) flat and IVF sidecars, on either side of IVF_MIN, return the
+    same neighbours and scores as the same sidecar read into memory, also after the file is replaced."""
+    ids, vecs = _data(IVF_MIN + 500)
+    path = tmp_path / "vectors.faiss"
+    for n, ivf_min in ((3000, 10**9), (3000, 1000), (IVF_MIN + 500, 10**9), (IVF_MIN + 500, 1000)):
+        index = VectorIndex.build(32, ids[:n], vecs[:n], ivf_min=ivf_min)
+        index.remove(ids[:50])
+        header = SidecarHeader(SIDECAR_FORMAT, "db-1", 3, "local:m:f1:32", index.count)
+        index.save(path, header)
+        loaded, mapped = VectorIndex.load(path, header), VectorIndex.load(path, header, mapped=True)
+        assert loaded is not None and mapped is not None
+        assert (mapped.kind, mapped.count) == (loaded.kind, loaded.count) == (index.kind, n - 50)
+        VectorIndex.build(32, ids[:10], vecs[:10]).save(path, replace(header, count=10))  # the daemon saves anew
+        for i in (60, 61, n - 1):
+            want, got = loaded.search(vecs[i], 20), mapped.search(vecs[i], 20)
+            assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+            assert got[0][0] == ids[i]

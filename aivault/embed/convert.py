@@ -43,6 +43,12 @@ KEY_MODEL = "aivault.model"
 KEY_FORMAT = "aivault.format_version"
 KEY_SOURCE = "aivault.source"
 MANIFEST_SUFFIX = ".json"
+# What a full check of the file's checksum saw (its stat and the manifest's checksum): later checks
+# trust an unchanged stat instead of hashing 46 MB (~50 ms) again, as git trusts its index. Never
+# recorded for a file modified less than VERIFIED_MIN_AGE_S before the check: a write within the
+# file system's timestamp granularity could leave the stat unchanged (git's "racy" files).
+VERIFIED_SUFFIX = ".verified"
+VERIFIED_MIN_AGE_S = 2.0
 _HASH_CHUNK_BYTES = 1 << 20
 
 # HF tensors llama.cpp's BERT graph does not use (it pools itself; no MLM/NSP heads).
@@ -238,9 +244,41 @@ def validate(path: Path, spec: ModelSpec) -> str | None:
         return f"converted from {manifest.get('source')!r}"
     if manifest.get("size") != size:
         return f"size {size}, manifest says {manifest.get('size')}"
+    if _verified_before(path, manifest):
+        return None
     if manifest.get("sha256") != _file_sha256(path):
         return "checksum mismatch"
+    _record_verified(path, manifest)
     return None
+
+
+def verified_path(path: Path) -> Path:
+    return path.with_name(path.name + VERIFIED_SUFFIX)
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _verified_before(path: Path, manifest: dict[str, Any]) -> bool:
+    """A full check saw this very file (same inode, size, times) with this manifest's checksum."""
+    try:
+        record = json.loads(verified_path(path).read_text(encoding="utf-8"))
+        return (isinstance(record, dict) and record.get("sha256") == manifest.get("sha256")
+                and record.get("stat") == _stat_key(path))
+    except (OSError, ValueError):
+        return False
+
+
+def _record_verified(path: Path, manifest: dict[str, Any]) -> None:
+    try:
+        key = _stat_key(path)
+        if time.time_ns() - max(key[3], key[4]) < VERIFIED_MIN_AGE_S * 1e9:
+            return  # too recent to be told apart from a write in the same timestamp tick
+        _atomic_write_text(verified_path(path), json.dumps({"sha256": manifest.get("sha256"), "stat": key}) + "\n")
+    except OSError:
+        pass  # a read-only models directory: every check hashes, as before
 
 
 def ensure_gguf(model_name: str, models_dir: Path | str) -> Path:
@@ -263,6 +301,7 @@ def ensure_gguf(model_name: str, models_dir: Path | str) -> Path:
             _log.warning("embed.model_invalid", path=str(path), reason=reason, action="reconverting")
         started = time.perf_counter()
         manifest_path(path).unlink(missing_ok=True)
+        verified_path(path).unlink(missing_ok=True)
         convert(spec.name, path)
         manifest = {
             "model": spec.name,
