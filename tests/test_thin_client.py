@@ -158,7 +158,7 @@ def test_the_interpreter_start_loads_no_install_import_hook() -> None:
 
 
 GC_PROBE = """
-import gc, json, sys
+import gc, json, os, sys
 import aivault.cli as cli
 import aivault.cli.policy as policy_mod
 import aivault.cli.search as search_mod
@@ -166,17 +166,19 @@ seen = {}
 def record(name):
     def run(args, home):
         seen[name] = gc.isenabled()
+        seen[name + " blas threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
         return 0
     return run
 search_mod.cmd_status = record("status")
 policy_mod.cmd_policy = record("policy")
-for command in ("status", "policy"):
+for command in ("policy", "status"):
     gc.enable()
     sys.argv = ["aivault", command]
     cli.main()
     seen[command + " frozen after"] = gc.get_freeze_count() > 0
     gc.unfreeze()
 search_mod.cmd_status = record("in-process")
+gc.enable()
 cli.main(["status"])  # an in-process caller passes argv: its collector is left alone
 seen["after in-process"] = gc.isenabled() and gc.get_freeze_count() == 0
 print(json.dumps(seen))
@@ -184,11 +186,13 @@ print(json.dumps(seen))
 
 
 def test_short_commands_run_without_the_cyclic_collector_and_long_lived_ones_with_it(tmp_path: Path) -> None:
-    """From the console script, status/search/rpc run with the cyclic GC off (and frozen for the exit), while
-    every other command (a daemon, the web page) collects as usual; an in-process main(argv) changes nothing."""
+    """From the console script, status/search/rpc run with the cyclic GC off (and frozen for the exit) and one
+    OpenBLAS thread, while every other command (a daemon, the web page) collects as usual and keeps its BLAS
+    threads; an in-process main(argv) changes nothing."""
     proc = subprocess.run([sys.executable, "-c", GC_PROBE], env=cli_env(tmp_path / "home"), capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"status": False, "status frozen after": True, "policy": True,
-                                       "policy frozen after": True, "in-process": True,
+    assert json.loads(proc.stdout) == {"status": False, "status frozen after": True, "status blas threads": "1",
+                                       "policy": True, "policy frozen after": True, "policy blas threads": None,
+                                       "in-process": True, "in-process blas threads": "1",
                                        "after in-process": True}

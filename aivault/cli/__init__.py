@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -214,6 +215,12 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
     args = build_parser(_command_word(words)).parse_args(words)
     if oneshot and args.command not in _SHORT_LIVED:
         gc.enable()
+    elif oneshot:
+        # One query needs no BLAS threads: NumPy's and FAISS's OpenBLAS each start a thread per core
+        # as they load, which spin meanwhile -- ~140 ms of CPU of a direct hybrid search (~900),
+        # taken from the other core (`python -m bench.cli_latency`). Read when the library loads, so
+        # set before anything imports NumPy; a value the user set is kept.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     log.configure("warning")
     home = Home.resolve(args.home)
     if threading.current_thread() is threading.main_thread() and args.command != "serve":
@@ -229,8 +236,6 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
     except BrokenPipeError:
         # `aivault status | head -1`: the reader has what it wanted. Point stdout at /dev/null so
         # the interpreter's own flush at exit does not complain again.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except CliError as exc:
