@@ -32,13 +32,15 @@ with open(sys.argv[1], "w") as f:
 sys.exit(code)
 """
 
-# The engine and its libraries: none of them may load in a client-mode call.
+# The engine and its libraries: none of them may load in a client-mode call (pyzmq neither: the CLI speaks
+# ZMTP to the local daemon itself, broker/zmtp.py).
 HEAVY = ("duckdb", "numpy", "pyarrow", "faiss", "llama_cpp", "orjson", "zstandard", "structlog", "mcp",
-         "starlette", "uvicorn", "tomlkit")
+         "starlette", "uvicorn", "tomlkit", "zmq")
 # The aivault modules a client-mode call may load: the CLI's parsing and asking, the client and what it
 # speaks (codec, protocol, errors), the data directory, the log front and the renderer.
 CLIENT_MODULES = frozenset({
     "aivault", "aivault.cli", "aivault.cli.common", "aivault.cli.search", "aivault.broker", "aivault.broker.client",
+    "aivault.broker.zmtp", "aivault.cli.light_imports",
     "aivault.codec", "aivault.protocol", "aivault.errors", "aivault.home", "aivault.config", "aivault.log",
     "aivault.render",
 })
@@ -86,7 +88,7 @@ def test_client_mode_search_loads_no_engine(daemon: DaemonProcess, tmp_path: Pat
     """`aivault search` through a daemon finds its hits loading no DuckDB, NumPy, FAISS, llama.cpp or query layer."""
     proc, modules = probe(daemon.home.path, tmp_path, "search", "lock")
     assert "DuckDB lock saga" in proc.stdout
-    assert "aivault.broker.client" in modules and "zmq" in modules  # it did talk to the daemon
+    assert "aivault.broker.zmtp" in modules  # it did talk to the daemon (without pyzmq: see HEAVY)
     assert engine_modules(modules) == []
 
 
@@ -196,3 +198,73 @@ def test_short_commands_run_without_the_cyclic_collector_and_long_lived_ones_wit
                                        "policy": True, "policy frozen after": True, "policy blas threads": None,
                                        "in-process": True, "in-process blas threads": "1",
                                        "after in-process": True}
+
+
+# Runs the command exactly as the console script does (main() reading sys.argv, so it is a one-shot call),
+# then reports the modules and the version DuckDB says it is.
+CONSOLE_PROBE = """
+import json, sys
+out = sys.argv[1]
+sys.argv = ["aivault", *sys.argv[2:]]
+from aivault.cli import main
+code = main()
+sys.stdout.flush()
+import duckdb
+with open(out, "w") as f:
+    json.dump({"modules": sorted(sys.modules), "version": duckdb.__version__,
+               "bundled": duckdb.__duckdb_version__, "text": duckdb.version()}, f)
+sys.exit(code)
+"""
+
+
+def test_a_one_shot_direct_search_reads_duckdbs_version_without_importlib_metadata(
+        indexed: Home, tmp_path: Path) -> None:
+    """The console script's direct search loads no importlib.metadata, and DuckDB still reports its true versions."""
+    import importlib.metadata
+
+    import duckdb
+
+    out = tmp_path / "console.json"
+    proc = subprocess.run([sys.executable, "-c", CONSOLE_PROBE, str(out), "search", "lock", "--json"],
+                          env=cli_env(indexed.path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["kind"] == "results"
+    seen = json.loads(out.read_text())
+    assert "duckdb" in seen["modules"] and "importlib.metadata" not in seen["modules"]
+    assert seen["version"] == importlib.metadata.version("duckdb")
+    assert seen["bundled"] == getattr(duckdb, "__duckdb_version__")  # noqa: B009 (not in duckdb's stubs)
+    assert seen["text"] == getattr(duckdb, "version")()  # noqa: B009
+
+
+def test_the_duckdb_version_stand_in_hands_other_names_to_the_real_module() -> None:
+    """A name the stand-in lacks loads the real duckdb._version; with DuckDB imported already nothing is replaced."""
+    code = """
+import sys
+from aivault.cli.light_imports import SHIM, light_duckdb_version
+assert light_duckdb_version() is True
+import duckdb
+assert "importlib.metadata" not in sys.modules
+stand_in = sys.modules[SHIM]
+fetched = stand_in._dist_version  # only the real module has it
+import importlib.metadata
+assert fetched is importlib.metadata.version
+assert sys.modules[SHIM] is not stand_in and sys.modules[SHIM].__version__ == duckdb.__version__
+assert light_duckdb_version() is False
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_version_is_read_only_from_exactly_one_dist_info_directory(tmp_path: Path) -> None:
+    """One duckdb-X.dist-info beside the package gives X; none, or two (a broken install), give nothing."""
+    from aivault.cli.light_imports import _dist_version
+
+    package = tmp_path / "duckdb"
+    package.mkdir()
+    assert _dist_version(str(package), "duckdb") is None
+    (tmp_path / "duckdb-1.5.5.dist-info").mkdir()
+    (tmp_path / "duckdb_extra-2.0.dist-info").mkdir()
+    assert _dist_version(str(package), "duckdb") == "1.5.5"
+    (tmp_path / "duckdb-1.4.0.dist-info").mkdir()
+    assert _dist_version(str(package), "duckdb") is None

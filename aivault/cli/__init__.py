@@ -221,6 +221,9 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
         # taken from the other core (`python -m bench.cli_latency`). Read when the library loads, so
         # set before anything imports NumPy; a value the user set is kept.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        from aivault.cli.light_imports import light_duckdb_version
+
+        light_duckdb_version()
     log.configure("warning")
     home = Home.resolve(args.home)
     if threading.current_thread() is threading.main_thread() and args.command != "serve":

@@ -10,7 +10,6 @@ a stored fingerprint that differs from the current model's means the vectors mus
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +87,11 @@ def source_files(spec: ModelSpec) -> dict[str, Path]:
 
     Found through the distribution's own file list, so the package's code is never imported
     (its ``__init__`` would pull in sentence-transformers) and no install path is assumed.
+    Imported here, not above: a search with a converted model never needs it (~20 ms of email,
+    zipfile and csv modules), see aivault/cli/light_imports.py.
     """
+    import importlib.metadata
+
     try:
         dist = importlib.metadata.distribution(spec.package)
     except importlib.metadata.PackageNotFoundError:
