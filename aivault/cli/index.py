@@ -67,7 +67,36 @@ def cmd_serve(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
+# Ctrl-C while `index` or `clear` runs threads (the indexer, the scanners' links, the broker): the
+# handler only records it, and the main thread raises KeyboardInterrupt itself where it waits
+# (_with_progress, _wait). Raised by the handler, it lands between any two bytecodes -- once inside
+# the import system's weakref callback that releases the global import lock, where an exception
+# is printed and swallowed: the lock stayed held, the indexer thread's next import waited forever
+# and the command never ended (CI, tests/test_cli.py::test_ctrl_c_during_index_exits_130...).
+_stop_requested: list[int] = []
+
+
+def _defer_interrupts() -> None:
+    _stop_requested.clear()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda signum, _frame: _stop_requested.append(signum))
+
+
+def _check_interrupt() -> None:
+    if _stop_requested:
+        raise KeyboardInterrupt
+
+
+def _wait(fut: Any) -> Any:
+    """``fut.result()``, ending with KeyboardInterrupt once Ctrl-C was pressed."""
+    while True:
+        _check_interrupt()
+        with contextlib.suppress(TimeoutError):
+            return fut.result(timeout=0.2)
+
+
 def cmd_index(args: argparse.Namespace, home: Home) -> int:
+    _defer_interrupts()
     pol = policy_mod.load(home)
     if not pol.enabled:
         raise CliError(f"indexing is disabled for {home.path}: run `aivault enable` first", EXIT_UNAVAILABLE)
@@ -91,7 +120,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             summary = _with_progress(fut.result, daemon.service.stats, bar)
             # Leave the index fully compact: the searches that follow a one-shot index run without a
             # daemon to merge in the background, and few sorted segments answer fastest.
-            daemon.service.indexer.compact("all").result()
+            _wait(daemon.service.indexer.compact("all"))
             lexical_s = time.monotonic() - t0
             if args.vectors:
                 _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
@@ -99,6 +128,7 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
                 vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
                                 f"{time.monotonic() - t0 - lexical_s:.1f} s")
             # The final compaction freed the bulk segment's blocks: give them back to the disk.
+            _check_interrupt()
             reclaimed = daemon.service.reclaim(restart=False)
         finally:
             daemon.close()
@@ -191,6 +221,7 @@ def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]],
     t.start()
     while t.is_alive():
         t.join(0.2)
+        _check_interrupt()
         with contextlib.suppress(AivaultError):
             bar.update(stats())
     bar.finish()
@@ -216,6 +247,7 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
     _roots(home, args)
     # The old database is never opened: clear is the way out of a damaged one.
     removed = clear_offline(home)
+    _defer_interrupts()
     daemon = _run_daemon(home, args, schedule=False)
     try:
         value = {"cleared": True, "removed": removed, "rebuilding": daemon.service.policy.enabled,
@@ -225,7 +257,7 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
             daemon.service.start()
             bar = ProgressLine()
             summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
-            daemon.service.indexer.compact().result()
+            _wait(daemon.service.indexer.compact())
             daemon.service.reclaim(restart=False)
     finally:
         daemon.close()
