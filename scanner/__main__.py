@@ -59,8 +59,19 @@ def _tie_to_parent(parent: int) -> bool:
 
 def _on_sigterm(signum: int, frame: object) -> None:
     # Unwinding from anywhere is safe: the indexer commits each batch atomically with the
-    # file offsets it advances, so an interrupted batch is simply re-sent next time.
+    # file offsets it advances, so an interrupted batch is simply re-sent next time. Only once:
+    # a second SIGTERM (the indexer's stop, then its exit's death signal) must not interrupt the
+    # unwinding's own cleanup -- raised inside ZeroMQ's context termination it printed two
+    # tracebacks to the user's terminal and an "Exception ignored" from pyzmq's atexit hook.
+    _quiet_signals()
     raise StopRequested("SIGTERM")
+
+
+def _quiet_signals() -> None:
+    """From here on the scanner is leaving: SIGTERM and SIGINT no longer interrupt it."""
+    with contextlib.suppress(ValueError):  # not the main thread (in-process tests)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _wait_after_refusal(link: Link, scanner: Scanner, first: Resync) -> None:
@@ -158,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     finally:
+        _quiet_signals()
         watcher.close()
         link.close()
 
