@@ -13,7 +13,6 @@ import fcntl
 import os
 import struct
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -261,6 +260,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> Meta:
                 con.execute(stmt)
             con.execute(q.INSERT_VERSION, [v, now_ms()])
         if con.execute(q.COUNT_META).fetchone() == (0,):
+            import uuid  # here: a read-only search never creates an identity (uuid imports platform)
+
             con.execute(q.INSERT_META, [uuid.uuid4().hex, now_ms(), TOKENIZER_VERSION])
         con.execute("COMMIT")
     except BaseException:

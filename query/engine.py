@@ -15,9 +15,8 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -39,6 +38,9 @@ from aivault.query.hybrid import (
 )
 from aivault.query.records import Plan, Snapshot
 from aivault.query.request import SearchRequest
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 from aivault.text import TOKENIZER_VERSION, query_terms
 
 _log = log.get("query.engine")
@@ -65,8 +67,11 @@ class Engine:
         self._cursors_lock = threading.Lock()
         # The query's embedding and nearest-neighbour search run here while the lexical ranking
         # runs in DuckDB: both release the GIL, so on two cores they overlap.
-        self._vector_pool = ThreadPoolExecutor(1, thread_name_prefix="query-vectors") \
-            if vectors is not None else None
+        self._vector_pool: ThreadPoolExecutor | None = None
+        if vectors is not None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._vector_pool = ThreadPoolExecutor(1, thread_name_prefix="query-vectors")
         # Vector neighbours below this cosine are dropped (query/hybrid.py); bench/quality/floor.py
         # sweeps it to measure the constant, nothing else changes it.
         self.similarity_floor = SIMILARITY_FLOOR

@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import duckdb
 
@@ -24,6 +22,9 @@ from aivault.indexer import schema as q
 from aivault.indexer.store import UNREADABLE, damaged
 from aivault.protocol import FRESHNESS_DEADLINE_S, STATUS_SENTINEL
 from aivault.query.request import parse_request
+
+if TYPE_CHECKING:  # a one-shot search never waits on a future: concurrent.futures (and logging) stay unloaded
+    from concurrent.futures import Future
 
 
 class SessionSearchService(Protocol):
@@ -126,7 +127,7 @@ def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNES
     try:
         fut.result(timeout=deadline_s)
         return True
-    except FutureTimeout:
+    except TimeoutError:  # concurrent.futures.TimeoutError is the builtin since Python 3.11
         return False
     except Exception as exc:
         if time.monotonic() - t0 <= deadline_s:
