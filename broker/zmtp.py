@@ -16,8 +16,10 @@ them. Errors are typed: ``TimeoutError`` (nothing within the deadline), ``Connec
 
 from __future__ import annotations
 
+# The C module under ``socket``: its Python layer converts every constant into enums and imports
+# selectors, ~4 ms of a ~85 ms call, for nothing this client uses (connect, sendall, recv, timeouts).
+import _socket
 import errno
-import socket
 import struct
 import time
 
@@ -80,7 +82,7 @@ class Dealer:
     def __init__(self, path: str, *, max_frame_bytes: int) -> None:
         self.path = path
         self.max_frame_bytes = max_frame_bytes
-        self._sock: socket.socket | None = None
+        self._sock: _socket.socket | None = None
         self._buf = bytearray()
 
     def close(self) -> None:
@@ -154,7 +156,7 @@ class Dealer:
         return out
 
     # --- connecting -----------------------------------------------------------------------------
-    def _live(self) -> socket.socket:
+    def _live(self) -> _socket.socket:
         if self._sock is None:
             raise ConnectionError("not connected")
         return self._sock
@@ -165,7 +167,7 @@ class Dealer:
         READY waits for the peer's greeting, so a peer refusing ours closes with nothing of ours
         unread (a clean close, not a reset) and is named as such."""
         while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
             try:
                 sock.settimeout(_remaining(deadline))
                 sock.connect(self.path)
