@@ -93,6 +93,8 @@ class Dealer:
 
     # --- sending --------------------------------------------------------------------------------
     def send_multipart(self, frames: list[bytes], deadline: float) -> None:
+        if self._sock is not None and self._peer_left():
+            self.close()  # the daemon restarted since the last message: talk to the new one
         if self._sock is None:
             self._open(deadline)
         parts: list[bytes] = []
@@ -156,6 +158,17 @@ class Dealer:
         return out
 
     # --- connecting -----------------------------------------------------------------------------
+    def _peer_left(self) -> bool:
+        """Whether the peer closed this connection while we held it (nothing is read)."""
+        sock = self._live()
+        sock.settimeout(0)
+        try:
+            return sock.recv(1, _socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def _live(self) -> _socket.socket:
         if self._sock is None:
             raise ConnectionError("not connected")

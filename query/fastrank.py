@@ -83,6 +83,7 @@ class SessionTable:
         self.order_key = np.where(self.null, -np.inf, self.updated.astype(np.float64))
         self._lengths: np.ndarray[Any, Any] | None = None
         self._titles: dict[tuple[str, str], str] | None = None
+        self._page: dict[int, tuple[Any, ...]] = {}  # page_sessions' rows, as this generation shows them
         self._rows: dict[str, int] = {}  # rows of the segments that are not sorted
         self._mutex = threading.Lock()
 
@@ -112,6 +113,22 @@ class SessionTable:
             if self._titles is None:
                 self._titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}
             return self._titles
+
+    def page_rows(self, cur: duckdb.DuckDBPyConnection, sessions: list[int]) -> dict[int, tuple[Any, ...]]:
+        """hits.assemble's session rows of ``sessions`` (titles applied), by session. A session's row
+        changes only with the generation (a batch that changes one advances it), so each is read
+        from DuckDB once per generation; later pages showing it take it from here."""
+        with self._mutex:
+            missing = [int(x) for x in sessions if int(x) not in self._page]
+        if missing:
+            titles = self.titles(cur)
+            fetched: dict[int, tuple[Any, ...]] = {}
+            for r in cur.execute(SELECT_PAGE_SESSIONS.format(sessions=", ".join(str(x) for x in missing))).fetchall():
+                fetched[int(r[0])] = (r[0], r[1], r[2], titles.get((r[1], r[2]), r[3]), *r[4:])
+            with self._mutex:
+                self._page.update(fetched)
+        with self._mutex:
+            return {int(x): self._page[int(x)] for x in sessions if int(x) in self._page}
 
     def updated_of(self, sessions: list[int]) -> dict[int, int]:
         """updatedAt (-1 when unknown) of those of ``sessions`` that exist."""
@@ -554,12 +571,8 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
 
 
 def page_sessions(px: SearchPostings, sessions: list[int]) -> dict[int, tuple[Any, ...]]:
-    """hits.assemble's SELECT_HIT_SESSIONS rows, by session: one statement without the titles join."""
+    """hits.assemble's SELECT_HIT_SESSIONS rows, by session: without the titles join, and each
+    session read once per generation (SessionTable.page_rows)."""
     if not sessions:
         return {}
-    titles = px.sessions.titles(px.cur)
-    out: dict[int, tuple[Any, ...]] = {}
-    for r in px.cur.execute(SELECT_PAGE_SESSIONS.format(sessions=", ".join(str(int(x)) for x in sessions))).fetchall():
-        title = titles.get((r[1], r[2]), r[3])
-        out[int(r[0])] = (r[0], r[1], r[2], title, *r[4:])
-    return out
+    return px.sessions.page_rows(px.cur, sessions)

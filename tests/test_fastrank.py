@@ -337,3 +337,33 @@ def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: 
     finally:
         fast.close()
         slow.close()
+
+
+def test_a_pages_session_rows_are_read_once_per_generation_and_follow_a_change(tmp_path: Path) -> None:
+    """The sidecar path keeps each shown session's row for its generation; a retitled session shows its new title."""
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    for r in roots.values():
+        r.mkdir(parents=True)
+    writers = []
+    for i in range(3):
+        w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}").title(f"lock saga {i}")
+        w.user(f"the duckdb lock error in service {i}")
+        w.assistant("closed the handle")
+        writers.append(w)
+    d = _merged_daemon(tmp_path / "home", roots)
+    try:
+        postings = d.service.engine.postings
+        assert postings is not None
+        d.search("duckdb lock")
+        assert postings.wait_built(60)
+        first = d.search("duckdb lock")
+        table = d.service.engine._sessions
+        assert table is not None and len(table._page) == 3  # read once, kept for this generation
+        assert sorted(h["title"] for h in first["hits"]) == ["lock saga 0", "lock saga 1", "lock saga 2"]
+        writers[1].title("the renamed saga")
+        d.reconcile()
+        again = d.search("duckdb lock")
+        assert d.service.engine._sessions is not table  # a new generation, a new table
+        assert sorted(h["title"] for h in again["hits"]) == ["lock saga 0", "lock saga 2", "the renamed saga"]
+    finally:
+        d.close()

@@ -205,3 +205,28 @@ def test_garbage_and_cut_replies_end_the_call_with_a_typed_error(
     finally:
         dealer.close()
         server.close()
+
+
+def test_a_dealer_held_across_a_daemon_restart_talks_to_the_new_one(
+        ctx: zmq.Context[zmq.Socket[bytes]], tmp_path: Path) -> None:
+    """A connection whose ROUTER went away is noticed before the next send, so that message reaches its successor."""
+    path = tmp_path / "d.sock"
+    old = _bound(ctx, zmq.ROUTER, path)
+    dealer = Dealer(str(path), max_frame_bytes=LIMIT)
+    new: zmq.Socket[bytes] | None = None
+    try:
+        dealer.send_multipart([b"one"], _deadline())
+        assert old.poll(5000) and old.recv_multipart()[1:] == [b"one"]
+        old.close()
+        time.sleep(0.2)  # libzmq closes the connection from its I/O thread
+        new = _bound(ctx, zmq.ROUTER, path)
+        dealer.send_multipart([b"two"], _deadline())
+        assert new.poll(5000)
+        rid, *frames = new.recv_multipart()
+        assert frames == [b"two"]
+        new.send_multipart([rid, b"ok"])
+        assert dealer.recv_multipart(_deadline()) == [b"ok"]
+    finally:
+        dealer.close()
+        if new is not None:
+            new.close()
