@@ -111,6 +111,7 @@ class PostingsSidecars:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.built = 0  # sidecars this process has built (tests, stats)
+        self._token = os.urandom(4).hex()  # names this manager's temporary build folders
 
     # --- reading ---------------------------------------------------------------------------------
     def arrays(self, identity: str, segments: Iterable[tuple[str, str, int]]) -> dict[str, SegmentArrays] | None:
@@ -211,7 +212,14 @@ class PostingsSidecars:
                 cur.close()
 
     def _build_one(self, cur: duckdb.DuckDBPyConnection, key: SegmentKey) -> None:
-        tmp = self.root / f"tmp-{key.name}-{os.getpid()}"
+        # Unique per manager, the pid last (_prune reads it): two managers of one database in one
+        # process (a daemon's and a test's, an engine replaced by a clear) once built into the same
+        # folder, and one's clean-up deleted the other's half-written files (CI of 55cc7d2).
+        tmp = self.root / f"tmp-{key.name}-{self._token}-{os.getpid()}"
+        with self._mutex:
+            if self._open(key) is not None:  # another manager of this database built it meanwhile
+                self._queued.discard(key)
+                return
         try:
             rows, top_chunk = self._count(cur, key.name)
             self.root.mkdir(parents=True, exist_ok=True)
@@ -226,10 +234,16 @@ class PostingsSidecars:
             (tmp / HEADER).write_text(json.dumps({"identity": key.identity, "segment": key.name,
                                                   "createdAt": key.created_at, "rows": rows, "format": FORMAT}))
             final = self.root / key.folder(rows)
-            shutil.rmtree(final, ignore_errors=True)
-            os.rename(tmp, final)
             with self._mutex:
-                self._loaded[key] = SegmentArrays(final)
+                arrays = self._open(key)  # complete already: another manager renamed its build first
+            if arrays is None:
+                shutil.rmtree(final, ignore_errors=True)  # a damaged one (_open refused it)
+                os.rename(tmp, final)
+                arrays = SegmentArrays(final)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+            with self._mutex:
+                self._loaded[key] = arrays
                 self._queued.discard(key)
             self.built += 1
             _log.info("postings sidecar built", segment=key.name, rows=rows)

@@ -367,3 +367,30 @@ def test_a_pages_session_rows_are_read_once_per_generation_and_follow_a_change(t
         assert sorted(h["title"] for h in again["hits"]) == ["lock saga 0", "lock saga 2", "the renamed saga"]
     finally:
         d.close()
+
+
+def test_two_sidecar_managers_of_one_database_build_side_by_side(index: Index) -> None:
+    """Two managers in one process building the same segments at once both end with every sidecar, none failed."""
+    svc = index.service
+    folder = sidecar_dir(svc.home.db_path)
+    cur = svc.con.cursor()
+    try:
+        identity = str(cur.execute("SELECT identity FROM meta").fetchone()[0])
+        rows = [(str(n), str(s), int(c)) for n, s, c in
+                cur.execute("SELECT name, state, created_at FROM segments").fetchall()]
+    finally:
+        cur.close()
+    assert any(state == "sorted" for _, state, _ in rows)
+    for _ in range(3):
+        shutil.rmtree(folder, ignore_errors=True)
+        managers = [PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock) for _ in range(2)]
+        try:
+            for m in managers:
+                assert m.arrays(identity, rows) is None  # nothing built yet: both queue the same builds
+            for m in managers:
+                assert m.wait_built(120)
+            for m in managers:
+                assert m.arrays(identity, rows) is not None and not m._failed, m.state()
+        finally:
+            for m in managers:
+                m.close()
