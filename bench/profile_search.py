@@ -1,6 +1,6 @@
 """Where the milliseconds of a lexical search go, per query class (issue step 8, item 2: profile first).
 
-    python -m bench.profile_search --home DATA_DIR [--reps 3] [--top 12] [--seed 1]
+    python -m bench.profile_search --home DATA_DIR [--reps 3] [--top 12] [--seed 1] [--sidecars]
 
 Opens the index of ``DATA_DIR`` read-only in this process (no daemon, no RPC: engine time only),
 draws the bench's query classes from the indexed text (``bench.run.pick_queries``: 1-term rare /
@@ -9,6 +9,11 @@ latency, then under ``cProfile``. Per class it prints the p50 / p95 engine time,
 statements one search runs and how much of its time is spent inside DuckDB (``execute`` and the
 fetches) against Python, the planner's chosen route, and the aivault functions with the most
 cumulative time per search. Results go to ``<DATA_DIR>/../profile_search.json`` unless ``--out``.
+
+``--sidecars`` profiles the daemon's path instead of a one-shot CLI's: the sorted segments' postings
+sidecars (built first if missing, in ``DATA_DIR``) scored in NumPy (query/fastrank.py). The timed
+pass runs after one untimed pass over the class, so what the daemon keeps per generation (sessions,
+titles, page rows) is warm, as in a daemon that has answered a while.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import duckdb
 
 from aivault.home import Home
 from aivault.query.engine import Engine
+from aivault.query.postings import PostingsSidecars
 from aivault.query.request import parse_request
 from bench.run import pick_queries
 
@@ -107,14 +113,23 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--sidecars", action="store_true", help="the daemon's path: postings sidecars scored in NumPy")
     args = ap.parse_args()
     home = Home.resolve(args.home)
     queries = pick_queries(home.db_path, args.seed)
     con = duckdb.connect(str(home.db_path), read_only=True)
-    engine = Engine(con, home.key(), vectors=None)
-    out: dict[str, Any] = {"home": str(args.home), "classes": {}}
+    side = PostingsSidecars(home.db_path, con, None) if args.sidecars else None
+    engine = Engine(con, home.key(), vectors=None, postings=side)
+    out: dict[str, Any] = {"home": str(args.home), "sidecars": args.sidecars, "classes": {}}
     try:
+        if side is not None:
+            engine.search(parse_request({"query": "warm"}))  # queues the builds of missing sidecars
+            if not side.wait_built(600):
+                raise SystemExit("the postings sidecars were not built within 10 minutes")
         for name, qs in queries.items():
+            if side is not None:
+                for q in qs:
+                    engine.search(parse_request({"query": q, "limit": 10, "debug": True}))
             r = profile_class(engine, qs, args.reps, args.top)
             out["classes"][name] = r
             print(f"\n== {name}: {r['queries']} queries x {args.reps}: p50 {r['p50_ms']:.1f} ms,"
@@ -126,6 +141,8 @@ def main() -> int:
                 print(f"   {t['ms_per_search']:7.2f} ms  {t['calls_per_search']:6.1f}x  {t['function']}")
     finally:
         engine.close()
+        if side is not None:
+            side.close()
         con.close()
     path = args.out or args.home.parent / "profile_search.json"
     path.write_text(json.dumps(out, indent=1))
