@@ -105,6 +105,7 @@ def test_client_mode_ping_and_status_load_no_engine(daemon: DaemonProcess, tmp_p
     proc, modules = probe(daemon.home.path, tmp_path, "rpc", "aiVault.ping")
     assert json.loads(proc.stdout)["pid"] == daemon.proc.pid  # the daemon answered, not this process
     assert engine_modules(modules) == []
+    assert "shutil" not in modules  # argparse is told the width (cli._Formatter), so it does not import it
     proc, modules = probe(daemon.home.path, tmp_path, "status")
     assert "daemon mode" in proc.stdout
     assert engine_modules(modules) == []
