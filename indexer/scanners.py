@@ -123,8 +123,9 @@ class ScannerPool:
     """
 
     def __init__(self, home: Home, extra_roots: list[str], default_roots: bool, count: int, *,
-                 watch: bool = False) -> None:
+                 watch: bool = False, bulk: bool = False) -> None:
         self.home = home
+        self.bulk = bulk  # a one-shot bulk load: the scanners batch BULK_BATCH_SCALE times more
         self.extra_roots = extra_roots
         self.default_roots = default_roots
         self.watch = watch  # scanners watch their roots for changes (scanner/watch.py)
@@ -140,6 +141,8 @@ class ScannerPool:
             cmd.append("--no-default-roots")
         if self.watch:
             cmd.append("--watch")
+        if self.bulk:
+            cmd.append("--bulk")
         return cmd
 
     def spawn(self, slot: Slot) -> None:

@@ -121,7 +121,8 @@ class IndexerService:
         self.recent_pass_s = _env_seconds("AIVAULT_RECENT_PASS_S", RECENT_PASS_INTERVAL_S)
         # Only a scheduled indexer (the daemon) keeps up with changes as they happen; a one-shot
         # run, or a test stepping passes by hand, reads exactly when asked.
-        self.pool = ScannerPool(home, extra_roots, default_roots, scanners or default_scanners(), watch=schedule)
+        self.pool = ScannerPool(home, extra_roots, default_roots, scanners or default_scanners(), watch=schedule,
+                                bulk=bulk)
         self.slots = self.pool.slots
         self.token = self.pool.token
         self.obs = Observations()

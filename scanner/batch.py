@@ -29,10 +29,13 @@ _PART_HEADER_BYTES = 512
 
 
 class BatchBuilder:
-    """Accumulates file parts until the batch reaches its message or byte bound."""
+    """Accumulates file parts until the batch reaches its message or byte bound (``scale`` times
+    the protocol's: BULK_BATCH_SCALE for a bulk load)."""
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, scale: int = 1) -> None:
         self.tok = tokenizer
+        self.max_messages = BATCH_MAX_MESSAGES * scale
+        self.max_bytes = BATCH_MAX_BYTES * scale
         self._reset()
 
     def _reset(self) -> None:
@@ -60,7 +63,7 @@ class BatchBuilder:
 
     @property
     def full(self) -> bool:
-        return (self.messages >= BATCH_MAX_MESSAGES or self.bytes >= BATCH_MAX_BYTES
+        return (self.messages >= self.max_messages or self.bytes >= self.max_bytes
                 or self.header_bytes >= BATCH_MAX_HEADER_BYTES)
 
     def room_for(self, line_bytes: int) -> bool:
@@ -68,9 +71,9 @@ class BatchBuilder:
 
         A line's length bounds the text it yields (JSON escapes only lengthen text), and a
         record's text is cut at RECORD_TEXT_MAX_BYTES, so a batch that takes the record stays
-        under BATCH_MAX_BYTES plus one record.
+        under its byte bound plus one record.
         """
-        return self.bytes == 0 or self.bytes + min(line_bytes, RECORD_TEXT_MAX_BYTES) <= BATCH_MAX_BYTES
+        return self.bytes == 0 or self.bytes + min(line_bytes, RECORD_TEXT_MAX_BYTES) <= self.max_bytes
 
     def begin_record(self) -> None:
         """The messages that follow come from one new record (line): its text budget starts over."""

@@ -134,14 +134,16 @@ def unchanged(found: Found, rec: FileRec) -> bool:
 
 
 class Scanner:
-    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "") -> None:
+    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "",
+                 batch_scale: int = 1) -> None:
         self.link = link
+        self.batch_scale = batch_scale  # BULK_BATCH_SCALE when started for a bulk load
         self.token = token
         self.roots = roots
         self.shard = shard
         self.shards = shards
         self.tok = Tokenizer()
-        self.builder = BatchBuilder(self.tok)
+        self.builder = BatchBuilder(self.tok, batch_scale)
         self.known: dict[str, FileRec] = {}
         self.by_inode: dict[tuple[int, int], str] = {}
         self.states: dict[str, bytes] = {}
@@ -169,7 +171,7 @@ class Scanner:
         self.index_sigs.clear()
         self.dirs.clear()
         self.tok = Tokenizer()
-        self.builder = BatchBuilder(self.tok)
+        self.builder = BatchBuilder(self.tok, self.batch_scale)
         for page in pages:
             self.epoch = int(page.header["epoch"])
             for row in page.header.get("files", []):

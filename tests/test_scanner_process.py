@@ -219,3 +219,40 @@ def test_a_file_part_missing_a_field_is_refused_and_the_indexer_goes_on(inproc_d
         s.close(0)
     ClaudeWriter(roots["claude"]).user("the indexer still takes batches after that")
     assert inproc_daemon.reconcile()["messages"] == 1
+
+
+def test_a_one_shot_index_commits_bulk_sized_batches_and_a_daemon_the_protocols(tmp_path: Path) -> None:
+    """`aivault index` runs its scanners with --bulk (BULK_BATCH_SCALE x larger batches, so fewer commits and
+    generations); a daemon's scanners keep BATCH_MAX_MESSAGES, so each of its commits stays short."""
+    from aivault import policy
+    from aivault.protocol import BATCH_MAX_MESSAGES, BULK_BATCH_SCALE
+    from tests.conftest import InprocDaemon, lexical_only, run_cli
+
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    for r in roots.values():
+        r.mkdir(parents=True)
+    messages = 5 * BATCH_MAX_MESSAGES
+    for s in range(10):
+        w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/bulk{s}")
+        for i in range(messages // 10):
+            w.user(f"message {i} of session {s} about wombats")
+    homes = []
+    for name in ("one-shot", "daemon"):
+        h = Home.resolve(tmp_path / name).ensure()
+        policy.save(h, policy.Policy(True, None))
+        lexical_only(h)
+        homes.append(h)
+    out = run_cli(homes[0].path, "index", "--json", "--no-default-roots", "--root", f"claude={roots['claude']}",
+                  check=True)
+    one_shot = json.loads(out.stdout)
+    d = InprocDaemon(homes[1], roots)
+    try:
+        daemon = d.reconcile()
+        scanners = len(d.service.indexer.pool.slots)
+    finally:
+        d.close()
+    assert one_shot["messages"] == daemon["messages"] == messages
+    # Each scanner's files fit one bulk batch (messages / scanners <= BULK_BATCH_SCALE x BATCH_MAX_MESSAGES).
+    assert messages <= scanners * BULK_BATCH_SCALE * BATCH_MAX_MESSAGES
+    assert one_shot["generation"] <= scanners, one_shot
+    assert daemon["generation"] >= messages // BATCH_MAX_MESSAGES, daemon
