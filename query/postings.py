@@ -234,14 +234,18 @@ class PostingsSidecars:
             (tmp / HEADER).write_text(json.dumps({"identity": key.identity, "segment": key.name,
                                                   "createdAt": key.created_at, "rows": rows, "format": FORMAT}))
             final = self.root / key.folder(rows)
-            with self._mutex:
-                arrays = self._open(key)  # complete already: another manager renamed its build first
-            if arrays is None:
-                shutil.rmtree(final, ignore_errors=True)  # a damaged one (_open refused it)
-                os.rename(tmp, final)
-                arrays = SegmentArrays(final)
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
+            # Looking for a finished sidecar and renaming ours into place is one step for every manager
+            # of this folder in the process: checked apart, two managers each found none, and one
+            # deleted the folder the other had just renamed (CI of 58a767f).
+            with _placing(self.root):
+                with self._mutex:
+                    arrays = self._open(key)  # complete already: another manager renamed its build first
+                if arrays is None:
+                    shutil.rmtree(final, ignore_errors=True)  # a damaged one (_open refused it)
+                    os.rename(tmp, final)
+                    arrays = SegmentArrays(final)
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
             with self._mutex:
                 self._loaded[key] = arrays
                 self._queued.discard(key)
@@ -327,6 +331,16 @@ class PostingsSidecars:
                 continue
             if not created.isdigit() or (name, int(created)) not in live:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+_PLACING: dict[str, threading.Lock] = {}
+_PLACING_GUARD = threading.Lock()
+
+
+def _placing(root: Path) -> threading.Lock:
+    """The lock this process's managers of ``root`` hold while they put a finished build in place."""
+    with _PLACING_GUARD:
+        return _PLACING.setdefault(str(root), threading.Lock())
 
 
 class _Abandoned(Exception):
