@@ -6,6 +6,7 @@ with is libzmq's framing and handshake, so that is what it is tested against.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -40,6 +41,18 @@ def _deadline(s: float = 5.0) -> float:
     return time.monotonic() + s
 
 
+def _exchange(dealer: Dealer, router: zmq.Socket[bytes], frames: list[bytes], reply: list[bytes]) -> bytes:
+    """Send ``frames`` through the dealer, require the ROUTER to get exactly them after our routing id,
+    answer ``reply`` and require the dealer to get exactly that; the routing id."""
+    dealer.send_multipart(frames, _deadline())
+    assert router.poll(5000)
+    rid, *got = router.recv_multipart()
+    assert got == frames
+    router.send_multipart([rid, *reply])
+    assert dealer.recv_multipart(_deadline()) == reply
+    return rid
+
+
 def test_multipart_messages_of_every_frame_size_cross_a_libzmq_router_unchanged(
         ctx: zmq.Context[zmq.Socket[bytes]], tmp_path: Path) -> None:
     """Frames of 0, 1, 255 (short), 256, 70,000 and 3 MB (long) reach a ROUTER intact and its reply comes back whole."""
@@ -47,17 +60,9 @@ def test_multipart_messages_of_every_frame_size_cross_a_libzmq_router_unchanged(
     dealer = Dealer(str(tmp_path / "r.sock"), max_frame_bytes=LIMIT)
     frames = [b"", b"x", b"a" * 255, b"b" * 256, bytes(range(256)) * 273 + b"!", b"c" * 3_000_000]
     try:
-        dealer.send_multipart(frames, _deadline())
-        assert router.poll(5000)
-        got = router.recv_multipart()
-        assert got[1:] == frames  # the ROUTER put our routing id first
-        router.send_multipart([got[0], b"reply", b"z" * 300])
-        assert dealer.recv_multipart(_deadline()) == [b"reply", b"z" * 300]
-        # A second message on the same connection.
-        dealer.send_multipart([b"again"], _deadline())
-        assert router.poll(5000)
-        again = router.recv_multipart()
-        assert again == [got[0], b"again"]
+        rid = _exchange(dealer, router, frames, [b"reply", b"z" * 300])
+        # A second message on the same connection, from the same peer.
+        assert _exchange(dealer, router, [b"again"], [b"ok"]) == rid
     finally:
         dealer.close()
         router.close()
@@ -163,11 +168,10 @@ class _RawServer:
             conn.sendall(self.script)
             # Read what the client sends until it stops, so closing sends FIN, not a reset.
             conn.settimeout(0.3)
-            try:
-                while conn.recv(65536):
-                    pass
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # the client's silence (timeout) or its reset
+                drained = conn.recv(65536)
+                while drained:
+                    drained = conn.recv(65536)
 
     def close(self) -> None:
         self.thread.join(5)
@@ -220,12 +224,7 @@ def test_a_dealer_held_across_a_daemon_restart_talks_to_the_new_one(
         old.close()
         time.sleep(0.2)  # libzmq closes the connection from its I/O thread
         new = _bound(ctx, zmq.ROUTER, path)
-        dealer.send_multipart([b"two"], _deadline())
-        assert new.poll(5000)
-        rid, *frames = new.recv_multipart()
-        assert frames == [b"two"]
-        new.send_multipart([rid, b"ok"])
-        assert dealer.recv_multipart(_deadline()) == [b"ok"]
+        _exchange(dealer, new, [b"two"], [b"ok"])
     finally:
         dealer.close()
         if new is not None:
