@@ -167,18 +167,21 @@ class _Part:
 
 
 class SearchPostings:
-    """The postings one search reads: slices of the sorted segments' sidecars, and the segments
-    that are not sorted read from DuckDB (one statement per batch of new terms)."""
+    """The postings one search reads: slices of the sorted segments' sidecars and of the other
+    segments' postings in memory (``tails``, query/postings.py), and those of the other segments
+    not loaded yet read from DuckDB (one statement per batch of new terms)."""
 
     def __init__(self, cur: duckdb.DuckDBPyConnection, segments: list[tuple[str, str]],
-                 arrays: dict[str, SegmentArrays], sessions: SessionTable) -> None:
+                 arrays: dict[str, SegmentArrays], sessions: SessionTable,
+                 tails: dict[str, SegmentArrays] | None = None) -> None:
         self.cur = cur
         self.segments = segments
         self.arrays = arrays
         self.sessions = sessions
-        # Segments that are not sorted and hold rows: their postings are read in DuckDB.
+        self.tails = tails or {}
+        # Segments that are not sorted, hold rows and are not in memory: their postings are read in DuckDB.
         self._unsorted = [(i, name) for i, (name, state) in enumerate(segments)
-                          if state != "sorted" and sessions.rows(cur, name) > 0]
+                          if state != "sorted" and name not in self.tails and sessions.rows(cur, name) > 0]
         self._fetched: dict[int, list[_Part]] = {}
         self._df: dict[int, int] = {}
         self._sdf: dict[int, int] = {}
@@ -210,12 +213,13 @@ class SearchPostings:
         self._fetch([h])
         out: list[_Part] = []
         for name, state in self.segments:
-            if state != "sorted":
+            ordered = state == "sorted"  # a tail is in term order, but not in impact order within a term
+            a = self.arrays[name] if ordered else self.tails.get(name)
+            if a is None:
                 continue
-            a = self.arrays[name]
             lo, hi = a.span(h)
             if hi > lo:
-                out.append(_Part(True, a.chunk[lo:hi], a.sess[lo:hi], a.tf[lo:hi], a.dl[lo:hi], a.conv[lo:hi]))
+                out.append(_Part(ordered, a.chunk[lo:hi], a.sess[lo:hi], a.tf[lo:hi], a.dl[lo:hi], a.conv[lo:hi]))
         out.extend(self._fetched[h])
         return out
 

@@ -23,7 +23,7 @@ import pytest
 
 from aivault import policy
 from aivault.home import Home
-from aivault.query import bm25
+from aivault.query import bm25, postings
 from aivault.query.engine import Engine
 from aivault.query.planner import phrase_pattern
 from aivault.query.postings import PostingsSidecars, sidecar_dir
@@ -49,9 +49,16 @@ class Index:
         side = PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock)
         fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=side)
         slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
-        fast.search(parse_request({"query": "warm"}))  # sees the sorted segments: their builds are queued
-        assert side.wait_built(120)
+        _warm(fast, side)
         return slow, fast, side
+
+
+def _warm(fast: Engine, side: PostingsSidecars) -> None:
+    """Searches until ``side`` serves them: the first queues the sorted segments' sidecar builds (the
+    search reads DuckDB), the next the loads of the other segments' postings into memory."""
+    for _ in range(2):
+        fast.search(parse_request({"query": "warm"}))
+        assert side.wait_built(120)
 
 
 def _merged_daemon(path: Path, roots: dict[str, Path]) -> InprocDaemon:
@@ -160,6 +167,7 @@ def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index) -> None:
         assert snap.postings is not None, "the sidecar engine did not take the sidecar path"
         assert "sorted" in states and states - {"sorted"}, f"want sorted and unsorted segments, got {states}"
         assert side.state()["mapped"] >= 1
+        assert side.state()["tails"]["segments"] >= 1, "the unsorted segment's postings were not loaded"
         hits = fast.search(parse_request({"query": "duckdb lock"}))
         assert hits["kind"] == "results" and hits["hits"], hits
         assert _compare(slow, fast, _queries(index)) > 400
@@ -180,6 +188,73 @@ def test_capped_terms_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -
     finally:
         fast.close()
         slow.close()
+
+
+def test_unsorted_segments_read_in_duckdb_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no segment's postings kept in memory (TAIL_MAX_ROWS 0), the unsorted segment is read in DuckDB
+    for every search, and both paths still agree."""
+    monkeypatch.setattr(postings, "TAIL_MAX_ROWS", 0)
+    slow, fast, side = index.engines()
+    try:
+        assert side.state()["tails"]["segments"] == 0
+        assert _compare(slow, fast, _queries(index)[:40]) > 200
+        assert side.state()["tails"] == {"segments": 0, "rows": 0, "loading": 0, "loads": 0, "failed": 0}
+    finally:
+        fast.close()
+        slow.close()
+
+
+def _tail_arrays(side: PostingsSidecars, name: str) -> tuple[int, list[Any]]:
+    tail = next(t for (_, seg, _), t in side._tails.items() if seg == name)
+    a = tail.arrays
+    return tail.rows, [a.terms, a.starts, a.chunk, a.sess, a.tf, a.dl, a.conv]
+
+
+def test_a_grown_segment_is_searched_at_once_and_its_load_extended(tmp_path: Path) -> None:
+    """The active segment's postings are loaded into memory; a batch appended to it is found by the very next
+    search (read in DuckDB until loaded), the load is then extended by the new rows only, and the extended
+    arrays equal a fresh load's, while every answer equals the SQL path's."""
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    generate(tmp_path / "corpus", 600, seed=3)
+    shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
+    shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
+    d = _merged_daemon(tmp_path / "home", roots)
+    try:
+        svc = d.service
+        side = svc.engine.postings
+        assert side is not None
+        writer = ClaudeWriter(roots["claude"], cwd="/home/dev/tail", branch="tail")
+        writer.user("the duckdb lock error came back in the tail service")
+        d.reconcile(full=False)
+        _warm(svc.engine, side)
+        assert d.search("duckdb lock")["hits"]
+        (name, _), = [s for s in _segments(svc) if s[1] != "sorted"]
+        first_rows, _ = _tail_arrays(side, name)
+        loads = side.state()["tails"]["loads"]
+        writer.assistant("zanzibarquux fixed it: the read-only handle now closes before the writer opens")
+        d.reconcile(full=False)
+        found = d.search("zanzibarquux")  # the loaded tail has fewer rows than this snapshot: DuckDB answers
+        assert [h["sessionId"] for h in found["hits"]] == [writer.session_id], found
+        assert side.wait_built(60)
+        assert side.state()["tails"]["loads"] == loads + 1
+        rows, extended = _tail_arrays(side, name)
+        assert rows > first_rows, "the segment's load was not extended by the new batch"
+        assert d.search("zanzibarquux")["hits"] == found["hits"]
+        fresh = PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock)
+        try:
+            slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
+            fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=fresh)
+            _warm(fast, fresh)
+            again, loaded = _tail_arrays(fresh, name)
+            assert again == rows
+            for x, y in zip(extended, loaded, strict=True):
+                assert x.dtype == y.dtype and x.tolist() == y.tolist(), "an extended load differs from a fresh one"
+            assert _compare(slow, fast, ["zanzibarquux", "duckdb lock", "tail service writer", "the"]) >= 8
+        finally:
+            fast.close()
+            slow.close()
+    finally:
+        d.close()
 
 
 def test_sidecars_are_pruned_rebuilt_and_cleared(index: Index) -> None:
@@ -207,15 +282,15 @@ def test_sidecars_are_pruned_rebuilt_and_cleared(index: Index) -> None:
     _, fast3, _ = index.engines()
     try:
         after = {p.name for p in folder.iterdir()}
-        names = {name for name, state in _segments(index) if state == "sorted"}
+        names = {name for name, state in _segments(index.service) if state == "sorted"}
         assert after != before
         assert {p.partition("-")[0] for p in after} == names, f"sidecars {after} for the sorted segments {names}"
     finally:
         fast3.close()
 
 
-def _segments(index: Index) -> list[tuple[str, str]]:
-    cur = index.service.con.cursor()
+def _segments(svc: Any) -> list[tuple[str, str]]:
+    cur = svc.con.cursor()
     try:
         return [(str(a), str(b)) for a, b in cur.execute("SELECT name, state FROM segments").fetchall()]
     finally:
