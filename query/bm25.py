@@ -133,7 +133,8 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         return []
     rx = re.compile(phrase, re.IGNORECASE)
     # Read as evidence rows: the page's evidence chunks are mostly among these (hits.assemble).
-    rows_read = cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
+    rows_read = px.evidence([c[0] for c in top]) if px is not None else \
+        cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
     plan.evidence.update((int(r[0]), r) for r in rows_read)
     matched = {int(r[0]) for r in rows_read if rx.search(normalize(r[3]))}
     return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count, px)

@@ -129,7 +129,7 @@ class Engine:
             if table is None or table.key != (identity, generation):
                 table = self._sessions = SessionTable((identity, generation), cur)
             tails = self.postings.tails(identity, [(a, c, table.rows(cur, a)) for a, b, c in rows if b != "sorted"])
-            px = SearchPostings(cur, segs, arrays, table, tails)
+            px = SearchPostings(cur, segs, arrays, table, tails, self.postings.texts(identity, int(row[5])))
         return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)
 
     def prepare_postings(self) -> None:

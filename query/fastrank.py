@@ -26,6 +26,8 @@ import numpy as np
 
 from aivault.indexer.segments import K1, B
 from aivault.query import sql
+from aivault.query.chunk_texts import Row as EvidenceRow
+from aivault.query.chunk_texts import TextSegment
 from aivault.query.postings import SegmentArrays
 from aivault.query.records import Plan, Row, Snapshot
 from aivault.query.request import SearchRequest
@@ -173,12 +175,13 @@ class SearchPostings:
 
     def __init__(self, cur: duckdb.DuckDBPyConnection, segments: list[tuple[str, str]],
                  arrays: dict[str, SegmentArrays], sessions: SessionTable,
-                 tails: dict[str, SegmentArrays] | None = None) -> None:
+                 tails: dict[str, SegmentArrays] | None = None, texts: list[TextSegment] | None = None) -> None:
         self.cur = cur
         self.segments = segments
         self.arrays = arrays
         self.sessions = sessions
         self.tails = tails or {}
+        self.texts = texts or []
         # Segments that are not sorted, hold rows and are not in memory: their postings are read in DuckDB.
         self._unsorted = [(i, name) for i, (name, state) in enumerate(segments)
                           if state != "sorted" and name not in self.tails and sessions.rows(cur, name) > 0]
@@ -208,6 +211,26 @@ class SearchPostings:
                     self._fetched[h].append(_Part(False, np.asarray(got["chunk"])[m], np.asarray(got["sess"])[m],
                                                   np.asarray(got["tf"])[m], np.asarray(got["dl"])[m],
                                                   np.asarray(got["conv"])[m]))
+
+    def evidence(self, chunks: list[int]) -> list[EvidenceRow]:
+        """SELECT_EVIDENCE's rows of ``chunks`` (chunk, role, ts, text; those that exist): from the
+        text segments for the ids they cover (an id there exists while its session does), the
+        others from DuckDB."""
+        ids = np.asarray(chunks, dtype=np.int64)
+        rest = np.ones(len(ids), bool)
+        out: list[EvidenceRow] = []
+        for seg in self.texts:
+            inside = rest & (ids >= seg.lo) & (ids < seg.hi)
+            if inside.any():
+                out.extend(seg.rows(ids[inside], self._live))
+                rest &= ~inside
+        if rest.any():
+            listed = ", ".join(map(str, ids[rest].tolist()))
+            out.extend(self.cur.execute(sql.SELECT_EVIDENCE.format(chunks=listed)).fetchall())
+        return out
+
+    def _live(self, sess: Any) -> Any:
+        return self.sessions.lookup(sess)[1]
 
     def parts(self, h: int) -> list[_Part]:
         self._fetch([h])

@@ -36,8 +36,8 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
     chunks = {c: plan.evidence[c] for c in chunk_ids if c in plan.evidence}
     missing = [c for c in chunk_ids if c not in chunks]
     if missing:
-        chunks.update((int(r[0]), r) for r in cur.execute(
-            sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in missing))).fetchall())
+        chunks.update((int(r[0]), r) for r in (postings.evidence(missing) if postings is not None else cur.execute(
+            sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in missing))).fetchall()))
     terms = Matcher(set(plan.terms))
     hits: list[dict[str, Any]] = []
     cut = 0

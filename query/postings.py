@@ -24,6 +24,9 @@ since and inserts them in term order. Until a segment's load for the snapshot's 
 postings are read in DuckDB, one statement per search, as before (~4 ms for five terms over an active
 segment of 300k postings at 100k messages; a slice of the loaded arrays takes microseconds).
 
+The same thread writes the chunks' texts beside them too, for a search's evidence rows
+(query/chunk_texts.py: ``texts``).
+
 Only a long-lived process (the daemon) uses this: a one-shot CLI search reads DuckDB directly, as
 importing NumPy would cost it more than the statements it saves.
 """
@@ -47,6 +50,8 @@ import numpy as np
 
 from aivault import log
 from aivault.indexer.segments import SegmentLock
+from aivault.query import chunk_texts
+from aivault.query.chunk_texts import TEXTS_PREFIX, TextSegment
 
 _log = log.get("query.postings")
 
@@ -147,6 +152,12 @@ class _TailJob:
     keys: list[TailKey]
 
 
+@dataclass(frozen=True, slots=True)
+class _TextJob:
+    identity: str
+    lo: int
+
+
 class PostingsSidecars:
     """The sidecars of one database: loaded on demand, built in the background, pruned."""
 
@@ -159,7 +170,7 @@ class PostingsSidecars:
         self._queued: set[SegmentKey] = set()
         self._mutex = threading.Lock()
         # A job is the sorted segments of one snapshot; an Event is a marker (wait_built); None stops.
-        self._jobs: queue.Queue[list[SegmentKey] | _TailJob | threading.Event | None] = queue.Queue()
+        self._jobs: queue.Queue[list[SegmentKey] | _TailJob | _TextJob | threading.Event | None] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.built = 0  # sidecars this process has built (tests, stats)
@@ -169,6 +180,13 @@ class PostingsSidecars:
         self._tails_queued: set[TailKey] = set()
         self.tail_loads = 0  # tail loads this process has made (tests, stats)
         self.tail_failures = 0
+        # Text segments of the database named by _texts_identity, and a write queued; writes that
+        # failed, by (identity, lo): not tried again by this process.
+        self._texts: list[TextSegment] = []
+        self._texts_identity: str | None = None
+        self._texts_queued = False
+        self._texts_failed: set[tuple[str, int]] = set()
+        self.texts_built = 0
 
     # --- reading ---------------------------------------------------------------------------------
     def arrays(self, identity: str, segments: Iterable[tuple[str, str, int]]) -> dict[str, SegmentArrays] | None:
@@ -221,6 +239,37 @@ class PostingsSidecars:
             self._submit(_TailJob(todo))
         return out
 
+    def texts(self, identity: str, next_chunk: int) -> list[TextSegment]:
+        """The database's text segments (query/chunk_texts.py); the next one is queued when enough
+        chunk ids (``next_chunk`` is the snapshot's next id) are not covered yet."""
+        with self._mutex:
+            if self._texts_identity != identity:
+                for seg in self._texts:
+                    seg.close()
+                self._texts, self._texts_identity = self._open_texts(identity), identity
+            segs = list(self._texts)
+            lo = chunk_texts.covered(segs)
+            want = (not self._texts_queued and chunk_texts.due(segs, next_chunk)
+                    and (identity, lo) not in self._texts_failed and not self._stop.is_set())
+            if want:
+                self._texts_queued = True
+        if want:
+            self._submit(_TextJob(identity, lo))
+        return segs
+
+    def _open_texts(self, identity: str) -> list[TextSegment]:
+        """The complete text segments of ``identity`` in the folder (mutex held)."""
+        out: list[TextSegment] = []
+        if not self.root.is_dir():
+            return out
+        for folder in sorted(self.root.iterdir()):
+            if folder.name.startswith(TEXTS_PREFIX):
+                try:
+                    out.append(TextSegment(folder, identity))
+                except (OSError, ValueError, KeyError):
+                    continue  # another database's, or damaged: _prune deletes it, the range is written again
+        return out
+
     def _open(self, key: SegmentKey) -> SegmentArrays | None:
         """The sidecar of ``key`` if a complete one exists (mutex held)."""
         if not self.root.is_dir():
@@ -248,10 +297,13 @@ class PostingsSidecars:
                     "failed": len(self._failed),
                     "tails": {"segments": len(self._tails), "rows": sum(t.rows for t in self._tails.values()),
                               "loading": len(self._tails_queued), "loads": self.tail_loads,
-                              "failed": self.tail_failures}}
+                              "failed": self.tail_failures},
+                    "texts": {"segments": len(self._texts), "covered": chunk_texts.covered(self._texts),
+                              "writing": self._texts_queued, "written": self.texts_built,
+                              "failed": len(self._texts_failed)}}
 
     # --- building ----------------------------------------------------------------------------------
-    def _submit(self, keys: list[SegmentKey] | _TailJob) -> None:
+    def _submit(self, keys: list[SegmentKey] | _TailJob | _TextJob) -> None:
         if self._stop.is_set():
             return
         if self._thread is None:
@@ -268,6 +320,9 @@ class PostingsSidecars:
         with self._mutex:
             self._loaded.clear()
             self._tails.clear()
+            for seg in self._texts:
+                seg.close()
+            self._texts = []
 
     def wait_built(self, timeout_s: float = 120.0) -> bool:
         """Block until every build queued so far has finished (tests, benchmarks)."""
@@ -290,6 +345,10 @@ class PostingsSidecars:
                 if isinstance(job, _TailJob):
                     for tail in job.keys:
                         self._load_tail(cur, tail)
+                    continue
+                if isinstance(job, _TextJob):
+                    self._write_texts(cur, job)
+                    self._prune(cur)  # a damaged or superseded text segment goes
                     continue
                 for key in job:
                     with self._mutex:
@@ -402,6 +461,51 @@ class PostingsSidecars:
         _log.info("segment postings loaded", segment=key.name, rows=key.rows, read=key.rows - start,
                   ms=round((time.perf_counter() - t0) * 1000, 1))
 
+    def _write_texts(self, cur: duckdb.DuckDBPyConnection, job: _TextJob) -> None:
+        """Write the text segment from chunk id ``job.lo`` to the next id not handed out yet."""
+        tmp = self.root / f"tmp-{TEXTS_PREFIX}{job.lo}-{self._token}-{os.getpid()}"
+        t0 = time.perf_counter()
+        seg: TextSegment | None = None
+        full = False
+
+        def stopping() -> bool:
+            nonlocal full
+            full = shutil.disk_usage(self.root).free < FREE_MARGIN  # a cache never fills the index's disk
+            return full or self._stop.is_set()
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            hi, rows, size = chunk_texts.write_segment(cur, job.identity, job.lo, tmp, stopping)
+            final = self.root / chunk_texts.folder_name(job.lo, hi)
+            with _placing(self.root):
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+            seg = TextSegment(final, job.identity)
+            _log.info("chunk texts written", lo=job.lo, hi=hi, rows=rows, mb=round(size / 2**20, 1),
+                      ms=round((time.perf_counter() - t0) * 1000))
+        except InterruptedError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if full:
+                _log.warning("chunk texts not written: the disk is nearly full; searches read them in DuckDB",
+                             free_mb=shutil.disk_usage(self.root).free // 2**20)
+                with self._mutex:
+                    self._texts_failed.add((job.identity, job.lo))
+        except (duckdb.Error, OSError, ValueError) as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            _log.warning("chunk texts could not be written; searches read them in DuckDB", lo=job.lo, error=str(exc))
+            with self._mutex:
+                self._texts_failed.add((job.identity, job.lo))
+        with self._mutex:
+            self._texts_queued = False
+            if seg is not None:
+                if self._texts_identity == job.identity and not self._stop.is_set():
+                    self._texts.append(seg)
+                    self.texts_built += 1
+                else:
+                    seg.close()
+
     def _locked(self) -> Any:
         return self._lock.shared() if self._lock is not None else contextlib.nullcontext()
 
@@ -457,9 +561,17 @@ class PostingsSidecars:
         try:
             with self._locked():
                 live = {(str(n), int(c)) for n, c in cur.execute("SELECT name, created_at FROM segments").fetchall()}
+                row = cur.execute("SELECT identity FROM meta").fetchone()
         except duckdb.Error:
             return  # nothing is deleted on doubt; the next build prunes
+        identity = str(row[0]) if row else None
         for folder in self.root.iterdir():
+            if folder.name.startswith(TEXTS_PREFIX):
+                try:
+                    TextSegment(folder, identity or "").close()
+                except (OSError, ValueError, KeyError):
+                    shutil.rmtree(folder, ignore_errors=True)  # another database's, or damaged
+                continue
             name, _, rest = folder.name.partition("-")
             created = rest.partition("-")[0]
             if folder.name.startswith("tmp-"):

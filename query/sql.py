@@ -21,7 +21,7 @@ BEGIN_READ: Final = "BEGIN TRANSACTION"
 END_READ: Final = "ROLLBACK"
 # The fence (identity, generation), BM25's collection statistics, and the tokenizer the terms were
 # cut with, in one row read inside the page's snapshot.
-SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer FROM meta"
+SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer, next_chunk FROM meta"
 # The segments the page's postings scans visit, in the registry's order.
 SELECT_SEGMENTS: Final = "SELECT name, state FROM segments"
 # The same with each segment's creation time, which names its postings sidecar (query/postings.py).

@@ -23,7 +23,7 @@ import pytest
 
 from aivault import policy
 from aivault.home import Home
-from aivault.query import bm25, postings
+from aivault.query import bm25, chunk_texts, postings, sql
 from aivault.query.engine import Engine
 from aivault.query.planner import phrase_pattern
 from aivault.query.postings import PostingsSidecars, sidecar_dir
@@ -151,9 +151,11 @@ def _compare(slow: Engine, fast: Engine, queries: list[str]) -> int:
     return asked
 
 
-def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index) -> None:
+def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every route (phrase, all, typo, any, questions' session scoring), scope, filter, sort, page and trace
-    is answered identically by the sidecar engine and the SQL engine, over sorted, unsorted and stale postings."""
+    is answered identically by the sidecar engine and the SQL engine, over sorted, unsorted and stale postings,
+    with the chunk texts read from a text segment and past it from DuckDB."""
+    monkeypatch.setattr(chunk_texts, "TEXT_MIN_CHUNKS", 100)
     slow, fast, side = index.engines()
     try:
         cur = index.service.con.cursor()
@@ -168,6 +170,7 @@ def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index) -> None:
         assert "sorted" in states and states - {"sorted"}, f"want sorted and unsorted segments, got {states}"
         assert side.state()["mapped"] >= 1
         assert side.state()["tails"]["segments"] >= 1, "the unsorted segment's postings were not loaded"
+        assert side.state()["texts"]["segments"] == 1, side.state()
         hits = fast.search(parse_request({"query": "duckdb lock"}))
         assert hits["kind"] == "results" and hits["hits"], hits
         assert _compare(slow, fast, _queries(index)) > 400
@@ -202,6 +205,70 @@ def test_unsorted_segments_read_in_duckdb_match_too(index: Index, monkeypatch: p
     finally:
         fast.close()
         slow.close()
+
+
+def _evidence_both_ways(svc: Any, engine: Engine, ids: list[int]) -> tuple[list[Any], list[Any]]:
+    """(the text segments' evidence rows of ``ids``, DuckDB's), in one read transaction."""
+    with engine._read() as cur:
+        snap = engine._snapshot(cur)
+        assert snap.postings is not None and snap.postings.texts, "no text segment in use"
+        fast = sorted(snap.postings.evidence(ids))
+        slow = sorted(cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(map(str, ids)))).fetchall())
+    return fast, slow
+
+
+def test_chunk_texts_answer_as_duckdb_after_a_file_is_read_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text segment written before a file was read again (its session and chunks deleted) and before new chunks
+    came gives exactly DuckDB's evidence rows for every id (gone, present, past the segment), every answer equals
+    the SQL path's, and a damaged segment is not read but written again."""
+    monkeypatch.setattr(chunk_texts, "TEXT_MIN_CHUNKS", 50)
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    generate(tmp_path / "corpus", 600, seed=4)
+    shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
+    shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
+    d = _merged_daemon(tmp_path / "home", roots)
+    try:
+        svc = d.service
+        side = svc.engine.postings
+        assert side is not None
+        _warm(svc.engine, side)
+        covered = side.state()["texts"]["covered"]
+        assert covered > 0, side.state()
+        victim = max(roots["claude"].rglob("*.jsonl"), key=lambda f: f.stat().st_size)
+        old_text = victim.read_text()
+        victim.write_text(old_text[: len(old_text) // 3].rsplit("\n", 1)[0] + "\n")
+        w = ClaudeWriter(roots["claude"], cwd="/home/dev/after", branch="after")
+        w.user("zanzibarquux arrived after the chunk texts were written")
+        d.reconcile(full=True)
+        ids = list(range(0, covered + 40))
+        fast_rows, slow_rows = _evidence_both_ways(svc, svc.engine, ids)
+        assert len(slow_rows) < len(ids) - 40, "the rewrite deleted no chunk inside the text segment"
+        assert fast_rows == slow_rows
+        words = sorted({t for t in query_terms(old_text[-3000:]) if t.isalpha() and len(t) > 3})
+        queries = ["zanzibarquux", *words[:12], " ".join(words[:2]), " ".join(words[2:7]),
+                   f'"{" ".join(m.group(0) for m in list(iter_tokens(old_text[-600:]))[5:8])}"']
+        slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
+        try:
+            assert _compare(slow, svc.engine, queries) >= len(queries) * len(VARIANTS)
+        finally:
+            slow.close()
+        # Damaged under a manager that has not mapped it (the daemon's own engine is not asked again).
+        folder = next(p for p in sidecar_dir(svc.home.db_path).iterdir() if p.name.startswith("texts-"))
+        with (folder / "text.bin").open("r+b") as f:
+            f.truncate(10)
+        fresh = PostingsSidecars(svc.home.db_path, svc.con, svc.indexer.lock)
+        fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=fresh)
+        try:
+            _warm(fast, fresh)
+            assert fresh.state()["texts"]["written"] == 1, "the damaged text segment was not written again"
+            assert not folder.exists(), "the damaged text segment was not deleted"
+            fast_rows, slow_rows = _evidence_both_ways(svc, fast, ids)
+            assert fast_rows == slow_rows
+        finally:
+            fast.close()
+    finally:
+        d.close()
 
 
 def _tail_arrays(side: PostingsSidecars, name: str) -> tuple[int, list[Any]]:
@@ -277,11 +344,11 @@ def test_sidecars_are_pruned_rebuilt_and_cleared(index: Index) -> None:
     finally:
         fast2.close()
     # Merge everything: the sorted segments are replaced, their sidecars go with the next build.
-    before = {p.name for p in folder.iterdir()}
+    before = {p.name for p in folder.iterdir() if not p.name.startswith(chunk_texts.TEXTS_PREFIX)}
     index.service.indexer.compact("all").result(120)
     _, fast3, _ = index.engines()
     try:
-        after = {p.name for p in folder.iterdir()}
+        after = {p.name for p in folder.iterdir() if not p.name.startswith(chunk_texts.TEXTS_PREFIX)}
         names = {name for name, state in _segments(index.service) if state == "sorted"}
         assert after != before
         assert {p.partition("-")[0] for p in after} == names, f"sidecars {after} for the sorted segments {names}"
