@@ -325,10 +325,13 @@ def quiet(rpc: Any, timeout_s: float = 600) -> None:
     time.sleep(11)  # the daemon compacts after 10 s without batches
     while rpc.call("aiVault.indexStats", {}).get("merging") and time.monotonic() < deadline:
         time.sleep(0.5)
-    # ... and its sorted segments are mapped (query/postings.py), not searched through DuckDB meanwhile.
+    # ... and its sorted segments are mapped and its chunk texts written (query/postings.py), not searched
+    # through DuckDB meanwhile.
     time.sleep(2)  # the daemon's health loop queues the builds within a second
-    while ((rpc.call("aiVault.indexStats", {}).get("postingsSidecars") or {}).get("building")
-           and time.monotonic() < deadline):
+    while time.monotonic() < deadline:
+        side = rpc.call("aiVault.indexStats", {}).get("postingsSidecars") or {}
+        if not side.get("building") and not (side.get("texts") or {}).get("writing"):
+            break
         time.sleep(0.5)
 
 

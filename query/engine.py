@@ -133,8 +133,9 @@ class Engine:
         return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)
 
     def prepare_postings(self) -> None:
-        """Queue the sidecar builds of sorted segments that have none (the daemon calls this
-        periodically, so a merge's output is mapped before a search needs it)."""
+        """Queue the sidecar builds of sorted segments that have none, and the next text segment when
+        one is due (the daemon calls this periodically, so a merge's output is mapped, and a large
+        batch's texts are written, before a search needs them)."""
         if self.postings is None:
             return
         with self._read() as cur:
@@ -143,6 +144,7 @@ class Engine:
                 return
             segs = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
             self.postings.arrays(str(row[0]), segs)
+            self.postings.texts(str(row[0]), int(row[5]))
 
     # --- search -------------------------------------------------------------------------------
     def semantic_ready(self) -> bool:
