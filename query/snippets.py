@@ -41,7 +41,7 @@ class Matcher:
     """Which surface tokens match a query's terms, remembered per token: one per page of hits
     (every snippet of a page marks the same terms)."""
 
-    __slots__ = ("_probe", "_seen", "probes_rx", "terms", "tokens_rx")
+    __slots__ = ("_probe", "_seen", "ascii_words", "probes_rx", "terms", "tokens_rx")
 
     def __init__(self, terms: set[str]) -> None:
         self.terms = terms
@@ -53,14 +53,15 @@ class Matcher:
         # In ASCII text without "#" (which the tokenizer treats specially), the tokens that can
         # match are exactly the whole word runs (with a "++"/"#" suffix) holding a probe: one
         # regex finds them without visiting every token.
-        self.tokens_rx = re.compile(r"(?<!\w)\w*(?:" + "|".join(map(re.escape, probes)) + r")\w*(?:\+\+)?",
-                                    re.IGNORECASE | re.ASCII) \
-            if self._probe is not None and all(p.isascii() for p in probes) else None
+        self.ascii_words = self._probe is not None and all(p.isascii() for p in probes)
         # Faster still when every probe is made of word characters: find the probes themselves in the
-        # lower-cased text (a literal alternation, ~4x faster than the regex above) and widen each to
+        # lower-cased text (a literal alternation, ~4x faster than the regex below) and widen each to
         # the word run around it -- the same spans, since a probe never crosses a non-word character.
         self.probes_rx = re.compile("|".join(map(re.escape, probes))) \
-            if self.tokens_rx is not None and all(_ASCII_WORD.fullmatch(p) for p in probes) else None
+            if self.ascii_words and all(_ASCII_WORD.fullmatch(p) for p in probes) else None
+        # Compiled only where the probes' own matches cannot stand in (~0.17 ms a new query).
+        self.tokens_rx = re.compile(r"(?<!\w)\w*(?:" + "|".join(map(re.escape, probes)) + r")\w*(?:\+\+)?",
+                                    re.IGNORECASE | re.ASCII) if self.ascii_words and self.probes_rx is None else None
         self._seen: dict[str, tuple[str | None, bool]] = {}
 
     def hit(self, token: str) -> tuple[str | None, bool]:
@@ -104,7 +105,7 @@ def _spans(text: str, matcher: Matcher) -> list[tuple[int, int, str]]:
     """(start, end, term) for every token of ``text`` that matches a query term."""
     out: list[tuple[int, int, str]] = []
     hit_of = matcher.hit
-    fast = matcher.tokens_rx is not None and "#" not in text and text.isascii()
+    fast = matcher.ascii_words and "#" not in text and text.isascii()
     if fast and matcher.probes_rx is not None:
         found: Iterator[tuple[int, int]] = _word_spans(text, matcher.probes_rx)
     else:
