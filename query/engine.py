@@ -123,11 +123,13 @@ class Engine:
         px = None
         arrays = self.postings.arrays(identity, rows)
         if arrays is not None:
-            from aivault.query.fastrank import SearchPostings, SessionTable
+            from aivault.query.fastrank import PRELOAD_MAX_SESSIONS, SearchPostings, SessionTable
 
             table = self._sessions
             if table is None or table.key != (identity, generation):
                 table = self._sessions = SessionTable((identity, generation), cur)
+                if table.count <= PRELOAD_MAX_SESSIONS:
+                    self.postings.later(table.preload)
             tails = self.postings.tails(identity, [(a, c, table.rows(cur, a)) for a, b, c in rows if b != "sorted"])
             px = SearchPostings(cur, segs, arrays, table, tails, self.postings.texts(identity, int(row[5])))
         return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)

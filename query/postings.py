@@ -40,7 +40,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,11 @@ class _TextJob:
     lo: int
 
 
+@dataclass(frozen=True, slots=True)
+class _CallJob:
+    run: Callable[[duckdb.DuckDBPyConnection], None]
+
+
 class PostingsSidecars:
     """The sidecars of one database: loaded on demand, built in the background, pruned."""
 
@@ -170,7 +175,8 @@ class PostingsSidecars:
         self._queued: set[SegmentKey] = set()
         self._mutex = threading.Lock()
         # A job is the sorted segments of one snapshot; an Event is a marker (wait_built); None stops.
-        self._jobs: queue.Queue[list[SegmentKey] | _TailJob | _TextJob | threading.Event | None] = queue.Queue()
+        self._jobs: queue.Queue[list[SegmentKey] | _TailJob | _TextJob | _CallJob | threading.Event | None] = \
+            queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.built = 0  # sidecars this process has built (tests, stats)
@@ -303,7 +309,12 @@ class PostingsSidecars:
                               "failed": len(self._texts_failed)}}
 
     # --- building ----------------------------------------------------------------------------------
-    def _submit(self, keys: list[SegmentKey] | _TailJob | _TextJob) -> None:
+    def later(self, run: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+        """Have ``run(cursor)`` called on this thread: reading work a search may do without (nothing
+        waits for it; a DuckDB error is logged and dropped)."""
+        self._submit(_CallJob(run))
+
+    def _submit(self, keys: list[SegmentKey] | _TailJob | _TextJob | _CallJob) -> None:
         if self._stop.is_set():
             return
         if self._thread is None:
@@ -345,6 +356,12 @@ class PostingsSidecars:
                 if isinstance(job, _TailJob):
                     for tail in job.keys:
                         self._load_tail(cur, tail)
+                    continue
+                if isinstance(job, _CallJob):
+                    try:
+                        job.run(cur)
+                    except duckdb.Error as exc:
+                        _log.warning("background read failed; searches read it themselves", error=str(exc))
                     continue
                 if isinstance(job, _TextJob):
                     self._write_texts(cur, job)

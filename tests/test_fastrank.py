@@ -25,6 +25,7 @@ from aivault import policy
 from aivault.home import Home
 from aivault.query import bm25, chunk_texts, postings, sql
 from aivault.query.engine import Engine
+from aivault.query.fastrank import SessionTable
 from aivault.query.planner import phrase_pattern
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from aivault.query.request import parse_request
@@ -482,7 +483,8 @@ def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: 
 
 
 def test_a_pages_session_rows_are_read_once_per_generation_and_follow_a_change(tmp_path: Path) -> None:
-    """The sidecar path keeps each shown session's row for its generation; a retitled session shows its new title."""
+    """The sidecar path keeps each session's row for its generation (all of them read on the sidecar thread, a read
+    that finds another generation keeping nothing); a retitled session shows its new title."""
     roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
     for r in roots.values():
         r.mkdir(parents=True)
@@ -507,6 +509,17 @@ def test_a_pages_session_rows_are_read_once_per_generation_and_follow_a_change(t
         again = d.search("duckdb lock")
         assert d.service.engine._sessions is not table  # a new generation, a new table
         assert sorted(h["title"] for h in again["hits"]) == ["lock saga 0", "lock saga 2", "the renamed saga"]
+        assert postings.wait_built(60)
+        now = d.service.engine._sessions
+        assert now is not None and len(now._page) == now.count == 3
+        assert sorted(r[3] for r in now._page.values()) == ["lock saga 0", "lock saga 2", "the renamed saga"]
+        cur = d.service.con.cursor()
+        try:
+            stale = SessionTable(table.key, cur)  # a table of the generation before the retitle
+            stale.preload(cur)
+            assert stale._page == {}, "a read in another generation kept rows"
+        finally:
+            cur.close()
     finally:
         d.close()
 
