@@ -93,7 +93,8 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     ]) + "\n")
     check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
     if check.returncode != 0:
-        pytest.skip(f"sshd refuses the test configuration: {check.stderr.strip()}")
+        pytest.skip(f"sshd refuses the test configuration: {check.stderr.strip()} (`./dev test` creates /run/sshd "
+                    "where it may)")
     log = d / "sshd.log"
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                             stderr=log.open("wb"), start_new_session=True)
