@@ -311,7 +311,7 @@ class PostingsSidecars:
     # --- building ----------------------------------------------------------------------------------
     def later(self, run: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
         """Have ``run(cursor)`` called on this thread: reading work a search may do without (nothing
-        waits for it; a DuckDB error is logged and dropped)."""
+        waits for it; an error is logged and dropped, and the thread goes on)."""
         self._submit(_CallJob(run))
 
     def _submit(self, keys: list[SegmentKey] | _TailJob | _TextJob | _CallJob) -> None:
@@ -360,8 +360,9 @@ class PostingsSidecars:
                 if isinstance(job, _CallJob):
                     try:
                         job.run(cur)
-                    except duckdb.Error as exc:
-                        _log.warning("background read failed; searches read it themselves", error=str(exc))
+                    except Exception as exc:  # work searches can do without: never the end of the thread
+                        _log.warning("background read failed; searches read it themselves", error=str(exc),
+                                     kind=type(exc).__name__)
                     continue
                 if isinstance(job, _TextJob):
                     self._write_texts(cur, job)

@@ -272,6 +272,21 @@ def test_chunk_texts_answer_as_duckdb_after_a_file_is_read_again(tmp_path: Path,
         d.close()
 
 
+def test_a_failing_background_job_leaves_the_sidecar_thread_serving(index: Index) -> None:
+    """A job on the sidecar thread that raises is logged, and the thread goes on: later jobs run, searches are
+    answered as the SQL path answers them."""
+    slow, fast, side = index.engines()
+    try:
+        ran: list[int] = []
+        side.later(lambda cur: [][1])
+        side.later(lambda cur: ran.append(1))
+        assert side.wait_built(60) and ran == [1]
+        assert _same(slow.search(parse_request({"query": "lock"})), fast.search(parse_request({"query": "lock"})))
+    finally:
+        fast.close()
+        slow.close()
+
+
 def _tail_arrays(side: PostingsSidecars, name: str) -> tuple[int, list[Any]]:
     tail = next(t for (_, seg, _), t in side._tails.items() if seg == name)
     a = tail.arrays
