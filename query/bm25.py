@@ -133,11 +133,19 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         return []
     rx = re.compile(phrase, re.IGNORECASE)
     # Read as evidence rows: the page's evidence chunks are mostly among these (hits.assemble).
-    rows_read = px.evidence([c[0] for c in top]) if px is not None else \
-        cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(str(c[0]) for c in top))).fetchall()
+    rows_read = evidence_rows(cur, px, [c[0] for c in top])
     plan.evidence.update((int(r[0]), r) for r in rows_read)
     matched = {int(r[0]) for r in rows_read if rx.search(normalize(r[3]))}
     return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count, px)
+
+
+def evidence_rows(cur: duckdb.DuckDBPyConnection, postings: Any, chunks: list[int]) -> list[Any]:
+    """SELECT_EVIDENCE's rows (chunk, role, ts, text) of those of ``chunks`` that exist: from the daemon's
+    text segments where it has them (query/fastrank.py SearchPostings.evidence), else from DuckDB."""
+    if postings is not None:
+        evidence: list[Any] = postings.evidence(chunks)
+        return evidence
+    return cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(c)) for c in chunks))).fetchall()
 
 
 def _score_sql(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,

@@ -9,6 +9,7 @@ import duckdb
 
 from aivault.protocol import Role
 from aivault.query import sql
+from aivault.query.bm25 import evidence_rows
 from aivault.query.hybrid import CUT_REPORTED, Fused, trace_entry
 from aivault.query.records import Plan, Row
 from aivault.query.request import SearchRequest
@@ -36,8 +37,7 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
     chunks = {c: plan.evidence[c] for c in chunk_ids if c in plan.evidence}
     missing = [c for c in chunk_ids if c not in chunks]
     if missing:
-        chunks.update((int(r[0]), r) for r in (postings.evidence(missing) if postings is not None else cur.execute(
-            sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(x)) for x in missing))).fetchall()))
+        chunks.update((int(r[0]), r) for r in evidence_rows(cur, postings, missing))
     terms = Matcher(set(plan.terms))
     hits: list[dict[str, Any]] = []
     cut = 0
