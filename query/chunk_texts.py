@@ -151,7 +151,6 @@ def covered(segments: list[TextSegment]) -> int:
     return end
 
 
-def due(segments: list[TextSegment], next_chunk: int) -> bool:
-    """Whether enough chunk ids are uncovered for a new segment."""
-    end = covered(segments)
+def due(end: int, next_chunk: int) -> bool:
+    """Whether enough chunk ids from ``end`` (where the segments' cover stops) are uncovered for a new one."""
     return next_chunk - end >= max(TEXT_MIN_CHUNKS, end // 4)

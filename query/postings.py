@@ -65,8 +65,8 @@ HEADER = "header.json"
 BYTES_PER_POSTING = 21
 FREE_MARGIN = 512 * 2**20
 FORMAT = 1
-# At most this many postings of the segments that are not sorted are kept in memory (25 bytes each:
-# the columns and their term; ~75 MB at the bound); segments past it are read in DuckDB. A daemon freezes its active
+# At most this many postings of the segments that are not sorted are kept in memory (17 bytes each,
+# ~50 MB at the bound); segments past it are read in DuckDB. A daemon freezes its active
 # segment at AIVAULT_FREEZE_ROWS (300k) postings and merges frozen ones after 10 s without batches.
 TAIL_MAX_ROWS = 3_000_000
 
@@ -144,7 +144,6 @@ class TailKey:
 class _Tail:
     rows: int
     arrays: SegmentArrays
-    term: Any  # the term of each row (what the next load's rows are inserted by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +254,7 @@ class PostingsSidecars:
                 self._texts, self._texts_identity = self._open_texts(identity), identity
             segs = list(self._texts)
             lo = chunk_texts.covered(segs)
-            want = (not self._texts_queued and chunk_texts.due(segs, next_chunk)
+            want = (not self._texts_queued and chunk_texts.due(lo, next_chunk)
                     and (identity, lo) not in self._texts_failed and not self._stop.is_set())
             if want:
                 self._texts_queued = True
@@ -453,12 +452,13 @@ class PostingsSidecars:
             if base is not None:
                 # Each new row goes after the loaded rows of its term (the order within a term is the
                 # segment's, which nothing that reads a tail depends on: it is not impact-ordered).
-                at = np.searchsorted(base.term, term, side="right")
                 a = base.arrays
+                old_term = np.repeat(a.terms, np.diff(a.starts))  # each loaded row's term
+                at = np.searchsorted(old_term, term, side="right")
                 old_columns = (a.chunk, a.sess, a.tf, a.dl, a.conv)
                 columns = [np.insert(o, at, n) for o, n in zip(old_columns, columns, strict=True)]
-                term = np.insert(base.term, at, term)
-            tail = _Tail(key.rows, SegmentArrays.by_term(term, columns), term)
+                term = np.insert(old_term, at, term)
+            tail = _Tail(key.rows, SegmentArrays.by_term(term, columns))
         except duckdb.CatalogException:
             tail = None  # merged away before its turn came
         except (duckdb.Error, ValueError, MemoryError) as exc:
