@@ -208,6 +208,15 @@ def test_unsorted_segments_read_in_duckdb_match_too(index: Index, monkeypatch: p
         slow.close()
 
 
+def _small_merged_daemon(tmp_path: Path, seed: int) -> tuple[InprocDaemon, dict[str, Path]]:
+    """A merged daemon over a generated corpus of 600 messages of its own (the files may be changed)."""
+    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
+    generate(tmp_path / "corpus", 600, seed=seed)
+    shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
+    shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
+    return _merged_daemon(tmp_path / "home", roots), roots
+
+
 def _evidence_both_ways(svc: Any, engine: Engine, ids: list[int]) -> tuple[list[Any], list[Any]]:
     """(the text segments' evidence rows of ``ids``, DuckDB's), in one read transaction."""
     with engine._read() as cur:
@@ -224,11 +233,7 @@ def test_chunk_texts_answer_as_duckdb_after_a_file_is_read_again(tmp_path: Path,
     came gives exactly DuckDB's evidence rows for every id (gone, present, past the segment), every answer equals
     the SQL path's, and a damaged segment is not read but written again."""
     monkeypatch.setattr(chunk_texts, "TEXT_MIN_CHUNKS", 50)
-    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
-    generate(tmp_path / "corpus", 600, seed=4)
-    shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
-    shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
-    d = _merged_daemon(tmp_path / "home", roots)
+    d, roots = _small_merged_daemon(tmp_path, seed=4)
     try:
         svc = d.service
         side = svc.engine.postings
@@ -297,11 +302,7 @@ def test_a_grown_segment_is_searched_at_once_and_its_load_extended(tmp_path: Pat
     """The active segment's postings are loaded into memory; a batch appended to it is found by the very next
     search (read in DuckDB until loaded), the load is then extended by the new rows only, and the extended
     arrays equal a fresh load's, while every answer equals the SQL path's."""
-    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
-    generate(tmp_path / "corpus", 600, seed=3)
-    shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
-    shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
-    d = _merged_daemon(tmp_path / "home", roots)
+    d, roots = _small_merged_daemon(tmp_path, seed=3)
     try:
         svc = d.service
         side = svc.engine.postings
