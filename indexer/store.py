@@ -12,6 +12,7 @@ import errno
 import fcntl
 import os
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -236,20 +237,65 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
+class WriteFence:
+    """Tells a reader whether any write transaction began in this process since it last looked.
+
+    ``token()`` is None while a write transaction is open, else a number that changes with every
+    one that ended: a search that read the meta row and the segment list under token T may answer
+    from those two again, without a statement, for as long as ``token()`` is still T
+    (query/engine.py; docs/design.md §4a). Every write transaction of the process goes through
+    ``transaction()`` or ``migrate()``, which hold the fence open from before BEGIN until after
+    COMMIT or ROLLBACK, so a commit is never visible to a reader under a token that predates it.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._open = 0
+        self._ended = 0
+        self._token: int | None = 0
+
+    def token(self) -> int | None:
+        return self._token  # one attribute read: atomic
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._mutex:
+            self._open += 1
+            self._token = None
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._open -= 1
+                self._ended += 1
+                if self._open == 0:
+                    self._token = self._ended
+
+
+# One per process (several databases in one process, as in tests, only invalidate more often).
+WRITES = WriteFence()
+
+
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """BEGIN ... COMMIT, or ROLLBACK if anything in the block raises (then re-raise)."""
-    con.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    with WRITES.held():
+        con.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> Meta:
     """Bring the schema to SCHEMA_VERSION and make sure the meta row exists."""
+    with WRITES.held():
+        return _migrate(con)
+
+
+def _migrate(con: duckdb.DuckDBPyConnection) -> Meta:
     con.execute("BEGIN")
     try:
         con.execute(q.CREATE_VERSION_TABLE)

@@ -7,6 +7,12 @@ break by ``updatedAt`` (newer first) and then by the internal session id, so pag
 Every page is assembled inside one read transaction (one snapshot) and checked against the
 committed generation afterwards: if a write landed meanwhile, the page answers
 ``stale-cursor`` instead of mixing two states of the index (docs/contract.md §3).
+
+In the daemon the snapshot's two statements (the meta row, the segment list) are read once per
+write: while the process's write fence (indexer/store.WriteFence) shows no write since they were
+read, a search reuses them and begins its read transaction only at its first statement of its own,
+then checks the fence again (a write that ended in between: the page is read again the ordinary
+way). A search answered from memory-mapped postings and text segments runs no statement at all.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 
 from aivault import log
 from aivault.errors import MalformedCursor
 from aivault.indexer.segments import SegmentLock
+from aivault.indexer.store import WriteFence
 from aivault.query import hits, planner, sql
 from aivault.query.bm25 import filter_clause
 from aivault.query.cursor import Position, mint, open_cursor, query_key
@@ -46,14 +53,53 @@ from aivault.text import TOKENIZER_VERSION, query_terms
 _log = log.get("query.engine")
 
 
+class _Moved(BaseException):
+    """A write ended between the reused snapshot and the search's first statement (not an error:
+    the page is read again in a transaction of its own). BaseException, so no handler for errors
+    on the way can take it for one."""
+
+
+class _Read:
+    """A search's cursor. Either its read transaction is open from the start, or (``meta`` given:
+    the snapshot reused under fence token ``token``) it begins at the first statement, which then
+    raises _Moved if the fence moved since the snapshot was read."""
+
+    __slots__ = ("begun", "cur", "fence", "hook", "meta", "segments", "token")
+
+    def __init__(self, cur: duckdb.DuckDBPyConnection, fence: WriteFence | None, token: int | None,
+                 cached: tuple[int, tuple[Any, ...], list[tuple[str, str, int]]] | None,
+                 hook: Callable[[], None] | None = None) -> None:
+        self.cur = cur
+        self.fence = fence
+        self.token = token
+        self.begun = cached is None
+        self.meta = cached[1] if cached else None
+        self.segments = cached[2] if cached else None
+        self.hook = hook
+
+    def execute(self, query: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
+        if not self.begun:
+            if self.hook is not None:
+                self.hook()
+            self.cur.execute(sql.BEGIN_READ)
+            self.begun = True
+            if self.fence is None or self.fence.token() != self.token:
+                raise _Moved
+        return self.cur.execute(query, parameters)
+
+
 
 class Engine:
     """Answers searches from one DuckDB database (a writer's connection or a read-only one)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
                  committed_generation: Callable[[], int | None] | None = None,
-                 vectors: VectorSource | None = None, postings: Any = None) -> None:
+                 vectors: VectorSource | None = None, postings: Any = None, fence: WriteFence | None = None) -> None:
         self._con = con
+        # The process's write fence (the daemon: every write goes through this connection's process)
+        # and the snapshot rows read under its token; None: every search reads them.
+        self._fence = fence
+        self._cached: tuple[int, tuple[Any, ...], list[tuple[str, str, int]]] | None = None
         # query/postings.PostingsSidecars in the daemon: BM25 over memory-mapped sorted segments
         # (query/fastrank.py); None reads every posting in DuckDB.
         self.postings = postings
@@ -78,6 +124,9 @@ class Engine:
         # Called after a page is assembled and before the generation fence is checked; tests use
         # it to land a real write in exactly that window.
         self.assembly_hook: Callable[[], None] | None = None
+        # Called when a search that reuses the snapshot rows reaches its first statement, before its
+        # transaction begins; tests land a real write in exactly that window.
+        self.reuse_hook: Callable[[], None] | None = None
         self._tokenizer_warned = False
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
@@ -101,25 +150,38 @@ class Engine:
             self._cursors.clear()
 
     @contextmanager
-    def _read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _read(self, reuse: bool = False) -> Iterator[_Read]:
+        """The search's cursor; ``reuse``: with the snapshot rows of the last search when the fence
+        shows no write since (the transaction then begins at the first statement, if any)."""
         with self._lock.shared() if self._lock else nullcontext():
             cur = self._cur()
-            cur.execute(sql.BEGIN_READ)
+            token = self._fence.token() if self._fence is not None else None
+            cached = self._cached if reuse and token is not None and self._cached and self._cached[0] == token else None
+            r = _Read(cur, self._fence, token, cached, self.reuse_hook)
+            if r.begun:
+                cur.execute(sql.BEGIN_READ)
             try:
-                yield cur
+                yield r
             finally:
-                cur.execute(sql.END_READ)
+                if r.begun:
+                    cur.execute(sql.END_READ)
 
-    def _snapshot(self, cur: duckdb.DuckDBPyConnection) -> Snapshot:
-        row = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
-        assert row is not None
+    def _snapshot(self, r: _Read) -> Snapshot:
+        cur = cast(duckdb.DuckDBPyConnection, r)
+        if r.meta is not None and r.segments is not None:
+            row, rows = r.meta, r.segments
+        else:
+            got = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
+            assert got is not None
+            row = tuple(got)
+            rows = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
+            if r.token is not None and self._fence is not None and self._fence.token() == r.token:
+                self._cached = (r.token, row, rows)  # read with no write begun since BEGIN: that state
         n = int(row[2])
         identity, generation = str(row[0]), int(row[1])
-        if self.postings is None:
-            segs = [(str(a), str(b)) for a, b in cur.execute(sql.SELECT_SEGMENTS).fetchall()]
-            return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]))
-        rows = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
         segs = [(a, b) for a, b, _ in rows]
+        if self.postings is None:
+            return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]))
         px = None
         arrays = self.postings.arrays(identity, rows)
         if arrays is not None:
@@ -181,9 +243,17 @@ class Engine:
         # the vector sidecar and the model, which is set-up, not search time (durationMs).
         family = force_route or ("hybrid" if prefers_semantic(req.text) and query_terms(req.text)
                                  and self.semantic_ready() else "lexical")
-        with self._read() as cur:
+        try:
+            return self._page(req, pos, qk, freshness_truncated, family, reuse=True)
+        except _Moved:  # a write ended between the reused snapshot and the first statement
+            return self._page(req, pos, qk, freshness_truncated, family, reuse=False)
+
+    def _page(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
+              family: str, *, reuse: bool) -> dict[str, Any]:
+        with self._read(reuse) as r:
             t0 = time.perf_counter()
-            snap = self._snapshot(cur)
+            snap = self._snapshot(r)
+            cur = cast(duckdb.DuckDBPyConnection, r)  # _Read has the one method the search uses
             if snap.tokenizer != TOKENIZER_VERSION:
                 self._refuse_tokenizer(snap.tokenizer)
                 return {"kind": "unavailable", "reason": "not-ready"}

@@ -30,7 +30,17 @@ from aivault.home import Home
 from aivault.indexer import reclaim as reclaim_mod
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.service import IndexerService
-from aivault.indexer.store import UNREADABLE, Meta, connect, damaged, lock_holder, now_ms, open_writer, read_meta
+from aivault.indexer.store import (
+    UNREADABLE,
+    WRITES,
+    Meta,
+    connect,
+    damaged,
+    lock_holder,
+    now_ms,
+    open_writer,
+    read_meta,
+)
 from aivault.query.engine import Engine
 from aivault.query.request import parse_request
 from aivault.query.service import degraded_roots, index_counts, root_report, silent_roots, wait_for_reconcile
@@ -129,7 +139,8 @@ class LocalService:
         from aivault.query.postings import PostingsSidecars
 
         return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
-                      postings=PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None)
+                      postings=PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None,
+                      fence=WRITES)
 
     # --- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:

@@ -22,9 +22,8 @@ END_READ: Final = "ROLLBACK"
 # The fence (identity, generation), BM25's collection statistics, and the tokenizer the terms were
 # cut with, in one row read inside the page's snapshot.
 SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer, next_chunk FROM meta"
-# The segments the page's postings scans visit, in the registry's order.
-SELECT_SEGMENTS: Final = "SELECT name, state FROM segments"
-# The same with each segment's creation time, which names its postings sidecar (query/postings.py).
+# The segments the page's postings scans visit, each with its creation time, which names its postings
+# sidecar (query/postings.py).
 SELECT_SEGMENTS_CREATED: Final = "SELECT name, state, created_at FROM segments"
 
 # --- filters (query/bm25.py: filter_clause) -----------------------------------------------------

@@ -159,14 +159,9 @@ def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index, monkeypa
     monkeypatch.setattr(chunk_texts, "TEXT_MIN_CHUNKS", 100)
     slow, fast, side = index.engines()
     try:
-        cur = index.service.con.cursor()
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            snap = fast._snapshot(cur)
+        with fast._read() as r:
+            snap = fast._snapshot(r)
             states = {state for _, state in snap.segments}
-        finally:
-            cur.execute("ROLLBACK")
-            cur.close()
         assert snap.postings is not None, "the sidecar engine did not take the sidecar path"
         assert "sorted" in states and states - {"sorted"}, f"want sorted and unsorted segments, got {states}"
         assert side.state()["mapped"] >= 1

@@ -67,6 +67,58 @@ def test_a_write_during_page_assembly_answers_stale_cursor(inproc_daemon: Inproc
     assert r2["kind"] == "stale-cursor"
 
 
+def test_a_search_that_reuses_the_snapshot_sees_a_write_that_ended_before_its_first_statement(
+        inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+    """A batch committed after a search took the snapshot rows of the last one (no write since) and before its
+    first statement makes it read the page again in a transaction of its own: results of the new generation
+    with the new session, not a mix of two states (answered stale-cursor by the fence)."""
+    _seed(roots)
+    inproc_daemon.reconcile()
+    engine = inproc_daemon.service.engine
+    assert inproc_daemon.search("gizmo", limit=20)["kind"] == "results"  # reads the rows the next one reuses
+    fired: list[int] = []
+
+    def land_a_write() -> None:
+        if not fired:
+            fired.append(1)
+            ClaudeWriter(roots["claude"], cwd="/home/dev/intruder").user("gizmo written before the first statement")
+            inproc_daemon.reconcile(full=False)
+
+    engine.reuse_hook = land_a_write
+    try:
+        r = inproc_daemon.search("gizmo", limit=20, debug=True)
+    finally:
+        engine.reuse_hook = None
+    assert fired, "the search did not reuse the snapshot rows"
+    assert r["kind"] == "results", r
+    assert r["generation"] == inproc_daemon.service.indexer.generation
+    assert "/home/dev/intruder" in {h["cwd"] for h in r["hits"]}
+
+
+def test_a_write_after_a_reused_snapshot_is_found_by_the_next_search(inproc_daemon: InprocDaemon,
+                                                                     roots: dict[str, Path]) -> None:
+    """Searches that reuse the snapshot rows stop doing so at the next commit: the next search answers the
+    new generation and finds what the batch added."""
+    _seed(roots)
+    inproc_daemon.reconcile()
+    engine = inproc_daemon.service.engine
+    reused: list[int] = []
+    engine.reuse_hook = lambda: reused.append(1)
+    try:
+        for _ in range(3):
+            r = inproc_daemon.search("gizmo", limit=20, debug=True)
+        assert reused, "no search reused the snapshot rows"
+        gen = r["generation"]
+        ClaudeWriter(roots["claude"], cwd="/home/dev/later").user("gizmo written after the reused searches")
+        inproc_daemon.reconcile(full=False)
+        after = inproc_daemon.search("gizmo", limit=20, debug=True)
+    finally:
+        engine.reuse_hook = None
+    assert after["kind"] == "results", after
+    assert after["generation"] == inproc_daemon.service.indexer.generation > gen
+    assert "/home/dev/later" in {h["cwd"] for h in after["hits"]}
+
+
 def test_clear_gives_a_new_identity_so_old_cursors_are_stale_even_at_an_equal_generation(
         home: Home, roots: dict[str, Path]) -> None:
     """After clear and rebuild to the same generation number, a pre-clear cursor is stale-cursor."""
