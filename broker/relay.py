@@ -211,9 +211,9 @@ class Relay:
             frames = encode_reply(REMOTE_FRAME_KEY, RpcReply(req.id, False, error_value(
                 AivaultError(f"internal error in the relay: {exc.__class__.__name__}: {exc}"))))
             outcome = "error:internal"
-        _log.info("rpc", id=clip(req.id), method=clip(req.method), transport="relay", outcome=outcome,
-                  ms=round((time.perf_counter() - t0) * 1000, 2))
-        self._send(frames)
+        ms = round((time.perf_counter() - t0) * 1000, 2)
+        self._send(frames)  # then the log line, off the caller's wait
+        _log.info("rpc", id=clip(req.id), method=clip(req.method), transport="relay", outcome=outcome, ms=ms)
 
     def _send(self, frames: list[bytes]) -> None:
         try:

@@ -290,9 +290,8 @@ class Broker:
             return
         # Only the local host's probe is instant; one addressed to a remote host goes to a worker.
         if req.method in self.inline and req.host in (None, "local"):
-            reply = self._reply(ident, req, t0, functools.partial(self.handler, req, caller))
-            if reply is not None:
-                self._send(front, ident, reply)
+            self._reply(ident, req, t0, functools.partial(self.handler, req, caller),
+                        functools.partial(self._send, front, ident))
             return
         peer = self._peers.get(ident)
         if peer is not None and peer.inflight >= self.peer_max_inflight:
@@ -423,30 +422,27 @@ class Broker:
             while (job := self._jobs.get()) is not None:
                 with self._lock:
                     self._queued -= 1
-                reply = self._reply(job.ident, job.req, job.t0, functools.partial(self.handler, job.req, job.caller))
-                if reply is not None:
-                    self._post(job.ident, reply)
+                self._reply(job.ident, job.req, job.t0, functools.partial(self.handler, job.req, job.caller),
+                            functools.partial(self._post, job.ident))
         except BaseException as exc:  # _reply catches Exception: this is SystemExit and the like
             self._worker_failure = exc
             self._wake()
             raise
 
-    def _reply(self, ident: bytes, req: RpcRequest, t0: float, produce: Callable[[], Any]) -> list[bytes] | None:
-        """The encoded reply to ``req``: the one place an exception becomes an error reply.
+    def _reply(self, ident: bytes, req: RpcRequest, t0: float, produce: Callable[[], Any],
+               deliver: Callable[[list[bytes]], None]) -> None:
+        """Encode the reply to ``req`` and hand it to ``deliver``: the one place an exception becomes
+        an error reply. The RPC's log line is written after the hand-over, off the caller's wait.
 
         A handler may return a Future (a reconcile, which lasts as long as the scan): the reply is
-        then posted when it resolves, and no worker waits for it meanwhile (None here).
+        then posted when it resolves, and no worker waits for it meanwhile.
         """
         try:
             value = produce()
             if isinstance(value, Future):
-                def settled(fut: Future[Any]) -> None:
-                    reply = self._reply(ident, req, t0, fut.result)
-                    if reply is not None:
-                        self._post(ident, reply)
-
-                value.add_done_callback(settled)
-                return None
+                value.add_done_callback(lambda fut: self._reply(ident, req, t0, fut.result,
+                                                                functools.partial(self._post, ident)))
+                return
             frames = encode_reply(self.key, RpcReply(req.id, True, value))
             outcome = value.get("kind", "ok") if isinstance(value, dict) else "ok"
         except AivaultError as exc:
@@ -456,6 +452,7 @@ class Broker:
             _log.exception("rpc failed", id=clip(req.id), method=clip(req.method))
             frames = self._error_frames(req.id, AivaultError(f"internal error: {exc.__class__.__name__}: {exc}"))
             outcome = "error:internal"
+        ms = round((time.perf_counter() - t0) * 1000, 2)
+        deliver(frames)
         _log.info("rpc", id=clip(req.id), method=clip(req.method), host=clip(req.host or "local"), outcome=outcome,
-                  ms=round((time.perf_counter() - t0) * 1000, 2))
-        return frames
+                  ms=ms)
