@@ -59,6 +59,11 @@ class _Moved(BaseException):
     on the way can take it for one."""
 
 
+# The snapshot rows a search read and the fence token they were read under: (token, meta row,
+# [(segment, state, created_at)]).
+_Cached = tuple[int, tuple[Any, ...], list[tuple[str, str, int]]]
+
+
 class _Read:
     """A search's cursor. Either its read transaction is open from the start, or (``meta`` given:
     the snapshot reused under fence token ``token``) it begins at the first statement, which then
@@ -67,7 +72,7 @@ class _Read:
     __slots__ = ("begun", "cur", "fence", "hook", "meta", "segments", "token")
 
     def __init__(self, cur: duckdb.DuckDBPyConnection, fence: WriteFence | None, token: int | None,
-                 cached: tuple[int, tuple[Any, ...], list[tuple[str, str, int]]] | None,
+                 cached: _Cached | None,
                  hook: Callable[[], None] | None = None) -> None:
         self.cur = cur
         self.fence = fence
@@ -88,7 +93,6 @@ class _Read:
         return self.cur.execute(query, parameters)
 
 
-
 class Engine:
     """Answers searches from one DuckDB database (a writer's connection or a read-only one)."""
 
@@ -99,7 +103,7 @@ class Engine:
         # The process's write fence (the daemon: every write goes through this connection's process)
         # and the snapshot rows read under its token; None: every search reads them.
         self._fence = fence
-        self._cached: tuple[int, tuple[Any, ...], list[tuple[str, str, int]]] | None = None
+        self._cached: _Cached | None = None
         # query/postings.PostingsSidecars in the daemon: BM25 over memory-mapped sorted segments
         # (query/fastrank.py); None reads every posting in DuckDB.
         self.postings = postings
