@@ -31,6 +31,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aivault.query import sql
+
 TEXTS_PREFIX = "texts-"
 TEXTS_FORMAT = 1
 # Chunks read from DuckDB per statement while a text segment is written.
@@ -97,8 +99,7 @@ def write_segment(cur: duckdb.DuckDBPyConnection, identity: str, lo: int, tmp: P
                   stopping: Any) -> tuple[int, int, int]:
     """Write the text segment from chunk id ``lo`` up to ``next_chunk`` into ``tmp``, read in one
     transaction; (hi, rows, text bytes). ``stopping()`` true abandons it (raises InterruptedError)."""
-    cur.execute("BEGIN TRANSACTION")
-    try:
+    with sql.read_transaction(cur):
         row = cur.execute("SELECT next_chunk FROM meta").fetchone()
         hi = int(row[0]) if row else lo
         parts: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
@@ -124,8 +125,6 @@ def write_segment(cur: duckdb.DuckDBPyConnection, identity: str, lo: int, tmp: P
                 lengths = np.fromiter((len(e) for e in encoded), np.int64, len(encoded))
                 offsets.append(size + np.cumsum(lengths))
                 size += int(lengths.sum())
-    finally:
-        cur.execute("COMMIT")
     rows = 0
     for c, t in _COLUMNS.items():
         col: Any = np.concatenate(parts[c]).astype(t) if parts[c] else np.zeros(0, t)

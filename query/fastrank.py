@@ -139,15 +139,12 @@ class SessionTable:
     def preload(self, cur: duckdb.DuckDBPyConnection) -> None:
         """Read every session's page row of this generation (on the sidecar thread, in a transaction of
         its own: one that sees another generation reads nothing)."""
-        cur.execute("BEGIN TRANSACTION")
-        try:
+        with sql.read_transaction(cur):
             row = cur.execute("SELECT identity, generation FROM meta").fetchone()
             if row is None or (str(row[0]), int(row[1])) != self.key:
                 return
             titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}
             rows = cur.execute(SELECT_ALL_PAGE_SESSIONS).fetchall()
-        finally:
-            cur.execute("COMMIT")
         fetched = {int(r[0]): (r[0], r[1], r[2], titles.get((r[1], r[2]), r[3]), *r[4:]) for r in rows}
         with self._mutex:
             for sess, page_row in fetched.items():
@@ -248,8 +245,9 @@ class SearchPostings:
                 out.extend(seg.rows(ids[inside], self._live))
                 rest &= ~inside
         if rest.any():
-            listed = ", ".join(map(str, ids[rest].tolist()))
-            out.extend(self.cur.execute(sql.SELECT_EVIDENCE.format(chunks=listed)).fetchall())
+            from aivault.query.bm25 import evidence_rows  # here: bm25 imports this module in its functions
+
+            out.extend(evidence_rows(self.cur, None, ids[rest].tolist()))
         return out
 
     def _live(self, sess: Any) -> Any:

@@ -8,17 +8,32 @@ a Python list bound as a parameter costs DuckDB an import probe per element. Onl
 
 The text of every statement, whitespace included, is what the engine sent when these were inline
 f-strings: the assembled statements are byte-identical to the ones the benchmarks measured.
+``read_transaction`` is the one helper: the read transaction the background reads share.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
 
 # --- the snapshot (query/engine.py) ------------------------------------------------------------
 # One read transaction per page: every statement of the page sees the same committed state.
 BEGIN_READ: Final = "BEGIN TRANSACTION"
 # A search writes nothing; rolling back is the cheapest way to end its snapshot.
 END_READ: Final = "ROLLBACK"
+
+
+@contextmanager
+def read_transaction(cur: Any) -> Iterator[None]:
+    """BEGIN_READ ... END_READ around a background read (a search's own is query/engine.py's, which
+    may begin late)."""
+    cur.execute(BEGIN_READ)
+    try:
+        yield
+    finally:
+        cur.execute(END_READ)
+
 # The fence (identity, generation), BM25's collection statistics, and the tokenizer the terms were
 # cut with, in one row read inside the page's snapshot.
 SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokenizer, next_chunk FROM meta"
