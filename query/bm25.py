@@ -145,7 +145,7 @@ def evidence_rows(cur: duckdb.DuckDBPyConnection, postings: Any, chunks: list[in
     if postings is not None:
         evidence: list[Any] = postings.evidence(chunks)
         return evidence
-    return cur.execute(sql.SELECT_EVIDENCE.format(chunks=", ".join(str(int(c)) for c in chunks))).fetchall()
+    return sql.select_evidence(cur, chunks)
 
 
 def _score_sql(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,

@@ -245,9 +245,7 @@ class SearchPostings:
                 out.extend(seg.rows(ids[inside], self._live))
                 rest &= ~inside
         if rest.any():
-            from aivault.query.bm25 import evidence_rows  # here: bm25 imports this module in its functions
-
-            out.extend(evidence_rows(self.cur, None, ids[rest].tolist()))
+            out.extend(sql.select_evidence(self.cur, ids[rest].tolist()))
         return out
 
     def _live(self, sess: Any) -> Any:

@@ -8,7 +8,8 @@ a Python list bound as a parameter costs DuckDB an import probe per element. Onl
 
 The text of every statement, whitespace included, is what the engine sent when these were inline
 f-strings: the assembled statements are byte-identical to the ones the benchmarks measured.
-``read_transaction`` is the one helper: the read transaction the background reads share.
+Two helpers: ``read_transaction`` (the read transaction the background reads share) and
+``select_evidence`` (SELECT_EVIDENCE filled and read, for the text segments' fallback and the SQL path).
 """
 
 from __future__ import annotations
@@ -175,6 +176,13 @@ SELECT_HIT_SESSIONS: Final = (
 # The evidence chunks of a page, and the phrase candidates (whose texts are checked for the phrase
 # and kept as evidence rows for the page).
 SELECT_EVIDENCE: Final = "SELECT chunk, role, ts, text FROM chunks WHERE chunk IN ({chunks})"
+
+
+def select_evidence(cur: Any, chunks: list[int]) -> list[Any]:
+    """SELECT_EVIDENCE's rows (chunk, role, ts, text) of those of ``chunks`` that exist."""
+    return list(cur.execute(SELECT_EVIDENCE.format(chunks=", ".join(str(int(c)) for c in chunks))).fetchall())
+
+
 # The public ids of the sessions a debug trace names ("NULL" when there are none).
 SELECT_SESSION_IDS: Final = "SELECT sess, session_id FROM sessions WHERE sess IN ({sessions})"
 
