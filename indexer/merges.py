@@ -5,6 +5,11 @@ posts ``MergeDone`` (or ``MergeFailed``) to the indexer's mailbox, and the index
 the new segment and plans the next merge. A *compaction* (``frozen``: merge the unsorted segments;
 ``all``: also the tiers) keeps planning until nothing is left in that mode, then resolves the
 futures of everyone who asked for it.
+
+Before posting ``MergeDone`` the merge thread calls ``prepare`` (the daemon's: build the merged
+segment's postings sidecar, query/postings.py), so the segment is registered with its sidecar in
+place: registered without one, every search read all its postings in DuckDB until the sidecar thread
+had built it (~0.2 s for 3.8M postings at 1M messages, 130+ ms a search meanwhile).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import duckdb
 from aivault import log
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
+from aivault.indexer.store import now_ms
 from aivault.indexer.writer import Writer
 
 _log = log.get("indexer.merges")
@@ -32,6 +38,9 @@ class Merges:
         self.mode: str | None = None  # the compaction under way, if any
         self._waiters: list[Future[None]] = []
         self.thread: threading.Thread | None = None
+        # (segment, created_at): called on the merge thread once the merged table is written and
+        # before it is registered; what it does not finish, searches do without.
+        self.prepare: Callable[[str, int], None] | None = None
 
     def compact(self, mode: str, fut: Future[None] | None = None) -> None:
         """Freeze the active segment and merge in ``mode`` until nothing is left (indexer thread)."""
@@ -59,6 +68,14 @@ class Merges:
         cur = self.con.cursor()
         try:
             rows = self.writer.segments.run_merge(cur, plan)
+            plan.created_at = now_ms()
+            prepare = self.prepare
+            if prepare is not None:
+                try:
+                    prepare(plan.target, plan.created_at)
+                except Exception as exc:  # the sidecar thread builds it after registration instead
+                    _log.warning("merged segment not prepared before registration", target=plan.target,
+                                 error=str(exc), kind=type(exc).__name__)
             self._post(MergeDone(plan, rows))
         except Exception as exc:
             self._post(MergeFailed(plan, str(exc)))

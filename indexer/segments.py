@@ -92,6 +92,9 @@ class MergePlan:
     inputs: list[Segment]
     target: str
     avgdl: float
+    # Set when the merged table is written, before it is registered: the daemon names the
+    # segment's postings sidecar with it and builds that first (indexer/merges.py).
+    created_at: int = 0
 
 
 @dataclass(slots=True)
@@ -229,7 +232,7 @@ class SegmentSet:
         with transaction(con):
             for s in plan.inputs:
                 con.execute(q.DELETE_SEGMENT_ROW, [s.name])
-            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", now_ms()])
+            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at or now_ms()])
             con.execute(q.RAISE_NEXT_SEGMENT, [next_segment])
         names = {s.name for s in plan.inputs}
         sorted_before = [s for s in self.segments if s.state == "sorted" and s.name not in names]

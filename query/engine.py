@@ -201,9 +201,12 @@ class Engine:
         return Snapshot(identity, generation, n, (int(row[3]) / n) if n else 1.0, segs, int(row[4]), px)
 
     def prepare_postings(self) -> None:
-        """Queue the sidecar builds of sorted segments that have none, and the next text segment when
-        one is due (the daemon calls this periodically, so a merge's output is mapped, and a large
-        batch's texts are written, before a search needs them)."""
+        """Queue the sidecar builds of sorted segments that have none, the loads into memory of the
+        other segments' postings, and the next text segment when one is due. The daemon calls this
+        every second, so a merge's output is mapped, frozen segments are in memory and a large
+        batch's texts are written before a search needs them: a burst of new transcripts otherwise
+        left its frozen segments to the first searches, which read them in DuckDB beside the merge
+        sorting them (docs/design.md §4a)."""
         if self.postings is None:
             return
         with self._read() as cur:
@@ -211,8 +214,15 @@ class Engine:
             if row is None:
                 return
             segs = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
-            self.postings.arrays(str(row[0]), segs)
-            self.postings.texts(str(row[0]), int(row[5]))
+            identity = str(row[0])
+            self.postings.arrays(identity, segs)
+            unsorted = [(a, c) for a, b, c in segs if b != "sorted"]
+            if unsorted:
+                counts = cur.execute(" UNION ALL ".join(sql.COUNT_SEGMENT_AS.format(seg=i, name=a)
+                                                        for i, (a, _) in enumerate(unsorted))).fetchall()
+                rows = dict(counts)
+                self.postings.tails(identity, [(a, c, int(rows.get(i, 0))) for i, (a, c) in enumerate(unsorted)])
+            self.postings.texts(identity, int(row[5]))
 
     # --- search -------------------------------------------------------------------------------
     def semantic_ready(self) -> bool:

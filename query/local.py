@@ -138,9 +138,11 @@ class LocalService:
 
         from aivault.query.postings import PostingsSidecars
 
+        postings = PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None
+        # A merge's output gets its sidecar before it is registered (indexer/merges.py).
+        ix.merges.prepare = postings.prebuild if postings is not None else None
         return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
-                      postings=PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None,
-                      fence=WRITES)
+                      postings=postings, fence=WRITES)
 
     # --- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:

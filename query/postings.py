@@ -66,9 +66,11 @@ BYTES_PER_POSTING = 21
 FREE_MARGIN = 512 * 2**20
 FORMAT = 1
 # At most this many postings of the segments that are not sorted are kept in memory (17 bytes each,
-# ~50 MB at the bound); segments past it are read in DuckDB. A daemon freezes its active
-# segment at AIVAULT_FREEZE_ROWS (300k) postings and merges frozen ones after 10 s without batches.
-TAIL_MAX_ROWS = 3_000_000
+# ~100 MB at the bound); segments past it are read in DuckDB. A daemon freezes its active
+# segment at AIVAULT_FREEZE_ROWS (300k) postings and merges frozen ones six at a time, or after 10 s
+# without batches; while a burst of new transcripts outruns the merges, frozen segments pile up
+# (1M messages and 300k new ones at once: eight of ~475k, 3.8M postings, beside the merge).
+TAIL_MAX_ROWS = 6_000_000
 
 
 def sidecar_dir(db_path: Path) -> Path:
@@ -172,6 +174,9 @@ class PostingsSidecars:
         self._loaded: dict[SegmentKey, SegmentArrays] = {}
         self._failed: set[SegmentKey] = set()
         self._queued: set[SegmentKey] = set()
+        # (segment, created_at) of sidecars built for a merge not registered yet (prebuild): _prune
+        # keeps them; each goes from here once a snapshot lists its segment.
+        self._prebuilt: set[tuple[str, int]] = set()
         self._mutex = threading.Lock()
         # A job is the sorted segments of one snapshot; an Event is a marker (wait_built); None stops.
         self._jobs: queue.Queue[list[SegmentKey] | _TailJob | _TextJob | _CallJob | threading.Event | None] = \
@@ -201,6 +206,8 @@ class PostingsSidecars:
         out: dict[str, SegmentArrays] = {}
         missing: list[SegmentKey] = []
         with self._mutex:
+            if self._prebuilt:
+                self._prebuilt.difference_update((k.name, k.created_at) for k in keys)
             for key in keys:
                 got = self._loaded.get(key)
                 if got is None and key not in self._failed:
@@ -218,6 +225,24 @@ class PostingsSidecars:
         if new:
             self._submit(keys)
         return None if missing else out
+
+    def prebuild(self, name: str, created_at: int) -> None:
+        """Build the sidecar of a merged segment that is not registered yet, on the caller's thread
+        (the merge's: indexer/merges.py), so that the snapshot that first lists the segment finds
+        its arrays and no search reads all of it in DuckDB meanwhile."""
+        cur = self._con.cursor()
+        try:
+            row = cur.execute("SELECT identity FROM meta").fetchone()
+            if row is None:
+                return
+            key = SegmentKey(str(row[0]), name, created_at)
+            with self._mutex:
+                self._prebuilt.add((name, created_at))
+                self._queued.add(key)
+            self._build_one(cur, key)
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                cur.close()
 
     def tails(self, identity: str, segments: Iterable[tuple[str, int, int]]) -> dict[str, SegmentArrays]:
         """The postings in memory of the segments that are not sorted -- (name, created_at, rows) as the
@@ -576,9 +601,12 @@ class PostingsSidecars:
         on an older snapshot must not delete the sidecar of a segment a later merge wrote."""
         if not self.root.is_dir():
             return
+        with self._mutex:  # taken before the registry is read: one dropped from it since is listed there
+            prebuilt = set(self._prebuilt)
         try:
             with self._locked():
-                live = {(str(n), int(c)) for n, c in cur.execute("SELECT name, created_at FROM segments").fetchall()}
+                registered = cur.execute("SELECT name, created_at FROM segments").fetchall()
+                live = prebuilt | {(str(n), int(c)) for n, c in registered}
                 row = cur.execute("SELECT identity FROM meta").fetchone()
         except duckdb.Error:
             return  # nothing is deleted on doubt; the next build prunes

@@ -41,6 +41,8 @@ SELECT_SNAPSHOT: Final = "SELECT identity, generation, n_chunks, sum_dl, tokeniz
 # The segments the page's postings scans visit, each with its creation time, which names its postings
 # sidecar (query/postings.py).
 SELECT_SEGMENTS_CREATED: Final = "SELECT name, state, created_at FROM segments"
+# One segment's row count, numbered, for a UNION ALL over the segments that are not sorted.
+COUNT_SEGMENT_AS: Final = "SELECT {seg}::INTEGER, count(*) FROM {name}"
 
 # --- filters (query/bm25.py: filter_clause) -----------------------------------------------------
 # Fragments over ``sessions s``, AND-ed; "TRUE" when the request has no filter, so every statement

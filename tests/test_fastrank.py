@@ -15,6 +15,7 @@ import json
 import random
 import re
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -331,6 +332,94 @@ def test_a_grown_segment_is_searched_at_once_and_its_load_extended(tmp_path: Pat
             assert _compare(slow, fast, ["zanzibarquux", "duckdb lock", "tail service writer", "the"]) >= 8
         finally:
             fast.close()
+            slow.close()
+    finally:
+        d.close()
+
+
+def test_new_segments_are_loaded_into_memory_before_any_search_asks(tmp_path: Path) -> None:
+    """The daemon's periodic preparation loads the postings of the segments that are not sorted into memory
+    with no search having asked, so the first search after a burst reads none of them in DuckDB."""
+    d, roots = _small_merged_daemon(tmp_path, seed=5)
+    try:
+        svc = d.service
+        side = svc.engine.postings
+        assert side is not None
+        writer = ClaudeWriter(roots["claude"], cwd="/home/dev/eager", branch="eager")
+        writer.user("the frozen segment holds qorvexane now")
+        d.reconcile(full=False)
+        unsorted = [name for name, state in _segments(svc) if state != "sorted"]
+        assert unsorted, _segments(svc)
+        svc.engine.prepare_postings()
+        assert side.wait_built(60)
+        assert side.state()["tails"]["segments"] == 1, side.state()
+        (name,) = unsorted
+        cur = svc.con.cursor()
+        try:
+            (count,) = cur.execute(f"SELECT count(*) FROM {name}").fetchall()[0]
+        finally:
+            cur.close()
+        assert _tail_arrays(side, name)[0] == count > 0
+        loads = side.state()["tails"]["loads"]
+        with svc.engine._read() as r:
+            snap = svc.engine._snapshot(r)
+            assert snap.postings is not None and not snap.postings._unsorted, "a segment is still read in DuckDB"
+        found = d.search("qorvexane")
+        assert [h["sessionId"] for h in found["hits"]] == [writer.session_id], found
+        assert side.wait_built(60) and side.state()["tails"]["loads"] == loads, "the search had to queue a load"
+    finally:
+        d.close()
+
+
+def test_a_merged_segment_is_registered_with_its_sidecar_built(tmp_path: Path) -> None:
+    """A daemon's merge builds the merged segment's sidecar before registering it: with the sidecar thread
+    held busy the whole time, the first snapshot that lists the new segment already maps it, the folder
+    survives the thread's next prune, and the answers equal the SQL path's."""
+    d, roots = _small_merged_daemon(tmp_path, seed=6)
+    try:
+        svc = d.service
+        side = svc.engine.postings
+        assert side is not None
+        writer = ClaudeWriter(roots["claude"], cwd="/home/dev/merge", branch="merge")
+        writer.user("the merged segment names vintrelloquay")
+        d.reconcile(full=False)
+        before = {name for name, state in _segments(svc) if state == "sorted"}
+        gate = threading.Event()
+        side.later(lambda cur: gate.wait(120))  # the sidecar thread builds nothing until the gate opens
+        prepare = svc.indexer.merges.prepare
+        assert prepare is not None
+
+        def prepare_then_prune(name: str, created_at: int) -> None:
+            prepare(name, created_at)
+            prune = svc.con.cursor()
+            try:
+                side._prune(prune)  # a prune between the build and the registration keeps the new sidecar
+            finally:
+                prune.close()
+
+        svc.indexer.merges.prepare = prepare_then_prune
+        try:
+            svc.indexer.compact("all").result(120)
+            cur = svc.con.cursor()
+            try:
+                identity = str(cur.execute("SELECT identity FROM meta").fetchall()[0][0])
+                segs = [(str(a), str(b), int(c)) for a, b, c in
+                        cur.execute("SELECT name, state, created_at FROM segments").fetchall()]
+            finally:
+                cur.close()
+            merged = {name for name, state, _ in segs if state == "sorted"} - before
+            assert merged, segs
+            assert side.arrays(identity, segs) is not None, "the merged segment was registered without its sidecar"
+            folder = sidecar_dir(svc.home.db_path)
+            assert {p.name.partition("-")[0] for p in folder.iterdir()} >= merged, "a prune deleted the new sidecar"
+        finally:
+            gate.set()
+        assert side.wait_built(60)
+        assert {p.name.partition("-")[0] for p in folder.iterdir()} >= merged, "a prune deleted the new sidecar"
+        slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
+        try:
+            assert _compare(slow, svc.engine, ["vintrelloquay", "duckdb lock", "merged segment", "the"]) >= 8
+        finally:
             slow.close()
     finally:
         d.close()
