@@ -10,11 +10,17 @@ Before posting ``MergeDone`` the merge thread calls ``prepare`` (the daemon's: b
 segment's postings sidecar, query/postings.py), so the segment is registered with its sidecar in
 place: registered without one, every search read all its postings in DuckDB until the sidecar thread
 had built it (~0.2 s for 3.8M postings at 1M messages, 130+ ms a search meanwhile).
+
+A daemon's merges run with ``MERGE_THREADS`` DuckDB threads (``threads``; DuckDB's setting is the
+database's, so it is lowered for the merge and put back after): with both threads sorting, the
+searches meanwhile took 1.6-3x their idle time at 1M messages; with one, 1.0-1.4x, and the merge
+twice as long (docs/design.md §3). A bulk load, which nobody searches, sorts with all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -24,10 +30,13 @@ import duckdb
 from aivault import log
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
-from aivault.indexer.store import now_ms
+from aivault.indexer.store import THREADS, now_ms
 from aivault.indexer.writer import Writer
 
 _log = log.get("indexer.merges")
+
+# DuckDB threads a daemon's merge sorts with, leaving the other core to searches.
+MERGE_THREADS = max(1, min(THREADS, int(os.environ.get("AIVAULT_MERGE_THREADS", "1"))))
 
 
 class Merges:
@@ -41,6 +50,8 @@ class Merges:
         # (segment, created_at): called on the merge thread once the merged table is written and
         # before it is registered; what it does not finish, searches do without.
         self.prepare: Callable[[str, int], None] | None = None
+        # DuckDB threads a merge runs with; None: the connection's own (a bulk load).
+        self.threads: int | None = MERGE_THREADS
 
     def compact(self, mode: str, fut: Future[None] | None = None) -> None:
         """Freeze the active segment and merge in ``mode`` until nothing is left (indexer thread)."""
@@ -66,7 +77,11 @@ class Merges:
 
     def _run(self, plan: MergePlan) -> None:
         cur = self.con.cursor()
+        threads = self.threads
+        lowered = threads is not None and threads < THREADS
         try:
+            if lowered:
+                cur.execute(f"SET threads = {threads}")
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()
             prepare = self.prepare
@@ -80,6 +95,9 @@ class Merges:
         except Exception as exc:
             self._post(MergeFailed(plan, str(exc)))
         finally:
+            if lowered:
+                with contextlib.suppress(duckdb.Error):
+                    cur.execute(f"SET threads = {THREADS}")
             cur.close()
 
     def finished(self, plan: MergePlan, rows: int) -> None:

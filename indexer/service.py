@@ -38,7 +38,7 @@ from aivault.indexer.mailbox import (
     VectorsPublish,
     VectorsSwap,
 )
-from aivault.indexer.merges import Merges
+from aivault.indexer.merges import MERGE_THREADS, Merges
 from aivault.indexer.passes import Observations, Passes
 from aivault.indexer.scanners import EXIT_USAGE, Progress, ScannerPool, Slot, default_scanners, shard_of
 from aivault.indexer.segments import SegmentLock
@@ -112,6 +112,8 @@ class IndexerService:
             con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
         self.writer = Writer(con.cursor(), meta, self.lock)
         self.merges = Merges(con, self.writer, self._post)
+        if bulk:
+            self.merges.threads = None  # nobody searches a bulk load: its sort takes every thread
         self.extra_roots = extra_roots
         self.default_roots = default_roots
         self.schedule = schedule
@@ -444,6 +446,7 @@ class IndexerService:
                 if self.bulk:
                     self.bulk = False
                     self.writer.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                    self.merges.threads = MERGE_THREADS
                     _log.info("bulk load ended: sorting its postings for searches")
                     self.merges.compact(self.merges.mode or "frozen")
             case CompactAsked(mode, fut):

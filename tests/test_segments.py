@@ -134,6 +134,53 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         d.close()
 
 
+def test_a_daemons_merges_leave_a_core_to_searches_and_a_bulk_load_sorts_with_all(
+        home: Home, roots: dict[str, Path]) -> None:
+    """A bulk load's final sort runs with every DuckDB thread; once searches start, each merge runs with
+    MERGE_THREADS (fewer), and the database's setting is put back when the merge ends."""
+    from aivault.broker.daemon import Daemon
+    from aivault.indexer.merges import MERGE_THREADS
+    from aivault.indexer.store import THREADS
+    from aivault.query.service import search_sessions
+
+    assert MERGE_THREADS < THREADS
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
+    d.start()
+    try:
+        ix = d.service.indexer
+        seen: list[int] = []
+
+        def threads_now(cur: Any) -> int:
+            return int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0])
+
+        def record(name: str, created_at: int) -> None:  # on the merge thread, before the setting is put back
+            cur = d.service.con.cursor()
+            try:
+                seen.append(threads_now(cur))
+            finally:
+                cur.close()
+
+        ix.merges.prepare = record
+        ClaudeWriter(roots["claude"], cwd="/home/dev/bulk").user("a walrus in the bulk load")
+        ix.reconcile(True).result(60)
+        ix.compact("all").result(60)
+        assert seen == [THREADS], seen
+        assert search_sessions(d.service, {"query": "walrus"})["hits"]  # a search ends the bulk load
+        assert wait_until(lambda: not ix.bulk, timeout=30)
+        ix.compact("all").result(60)
+        ClaudeWriter(roots["claude"], cwd="/home/dev/daemon").user("a walrus the daemon merges")
+        ix.reconcile(True).result(60)
+        ix.compact("all").result(60)
+        assert seen[1:] and set(seen[1:]) == {MERGE_THREADS}, seen
+        cur = d.service.con.cursor()
+        try:
+            assert threads_now(cur) == THREADS
+        finally:
+            cur.close()
+    finally:
+        d.close()
+
+
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
     """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
     from aivault.broker.daemon import Daemon
