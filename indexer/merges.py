@@ -11,10 +11,13 @@ segment's postings sidecar, query/postings.py), so the segment is registered wit
 place: registered without one, every search read all its postings in DuckDB until the sidecar thread
 had built it (~0.2 s for 3.8M postings at 1M messages, 130+ ms a search meanwhile).
 
-A daemon's merges run with ``MERGE_THREADS`` DuckDB threads (``threads``; DuckDB's setting is the
-database's, so it is lowered for the merge and put back after): with both threads sorting, the
-searches meanwhile took 1.6-3x their idle time at 1M messages; with one, 1.0-1.4x, and the merge
-twice as long (docs/design.md §3). A bulk load, which nobody searches, sorts with all of them.
+While people search (``searching``: a search in flight or ended within ``MERGE_QUIET_S`` when the
+merge starts), a daemon's merge runs with ``MERGE_THREADS`` DuckDB threads (``threads``; DuckDB's
+setting is the database's, so it is lowered for the merge and put back after) in a thread of lower
+priority (aivault/priority.py): with both threads sorting, the searches meanwhile took 1.6-3x their
+idle time at 1M messages; with one, 1.0-1.4x, and the merge twice as long (docs/design.md §3). With
+nobody searching (a burst of new transcripts, a bulk load) a merge sorts with every thread, so
+frozen segments do not pile up faster than they are merged.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from concurrent.futures import Future, InvalidStateError
 
 import duckdb
 
-from aivault import log
+from aivault import log, priority
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
 from aivault.indexer.store import THREADS, now_ms
@@ -35,8 +38,10 @@ from aivault.indexer.writer import Writer
 
 _log = log.get("indexer.merges")
 
-# DuckDB threads a daemon's merge sorts with, leaving the other core to searches.
+# DuckDB threads a daemon's merge sorts with while people search, leaving the other core to them:
+# a search in flight or ended less than MERGE_QUIET_S ago when the merge starts.
 MERGE_THREADS = max(1, min(THREADS, int(os.environ.get("AIVAULT_MERGE_THREADS", "1"))))
+MERGE_QUIET_S = 30.0
 
 
 class Merges:
@@ -50,8 +55,9 @@ class Merges:
         # (segment, created_at): called on the merge thread once the merged table is written and
         # before it is registered; what it does not finish, searches do without.
         self.prepare: Callable[[str, int], None] | None = None
-        # DuckDB threads a merge runs with; None: the connection's own (a bulk load).
+        # DuckDB threads a merge runs with while ``searching()``; None: the connection's own (a bulk load).
         self.threads: int | None = MERGE_THREADS
+        self.searching: Callable[[], bool] | None = None
 
     def compact(self, mode: str, fut: Future[None] | None = None) -> None:
         """Freeze the active segment and merge in ``mode`` until nothing is left (indexer thread)."""
@@ -77,10 +83,12 @@ class Merges:
 
     def _run(self, plan: MergePlan) -> None:
         cur = self.con.cursor()
-        threads = self.threads
-        lowered = threads is not None and threads < THREADS
+        threads, searching = self.threads, self.searching
+        lowered = threads is not None and threads < THREADS and searching is not None and searching()
         try:
             if lowered:
+                # One DuckDB thread: the merge runs in this thread alone, which yields to searches.
+                priority.background_thread()
                 cur.execute(f"SET threads = {threads}")
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()

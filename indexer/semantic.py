@@ -10,8 +10,8 @@ watermark, so finished chunks are never embedded again.
 
 Searches come first (``SearchGate``): no unit of background work -- a model call, a read of
 the next chunks, a publication -- starts while a search is in flight or within
-``YIELD_AFTER_SEARCH_S`` of the last one ending. A unit already running finishes (a model
-call cannot be cut short), which is why calls are small (``EMBED_CALL``). So that a steady
+``YIELD_AFTER_SEARCH_S`` of the last one ending (aivault/priority.py). A unit already running
+finishes (a model call cannot be cut short), which is why calls are small (``EMBED_CALL``). So that a steady
 stream of searches cannot starve embedding, a worker held back ``MAX_HELD_S`` in a row starts
 one unit anyway, at one thread: under constant searching it still gets about one call per
 ``MAX_HELD_S``.
@@ -19,7 +19,6 @@ one unit anyway, at one thread: under constant searching it still gets about one
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ import numpy as np
 from aivault import log
 from aivault.embed import Embedder
 from aivault.indexer import schema as q
+from aivault.priority import SearchGate
 
 _log = log.get("semantic")
 
@@ -39,11 +39,6 @@ _log = log.get("semantic")
 # so calls are short (~85 ms at one thread for ~200-character texts), yet still one llama.cpp
 # pack of several texts (packs of 128 tokens embed as many texts/s as 256: docs/design.md §7).
 EMBED_CALL = 4
-# No unit of background work starts while a search runs or this soon after one ended: the next
-# page, a refined query and the bench's back-to-back queries all come within it.
-YIELD_AFTER_SEARCH_S = 0.3
-# A worker held back this long in a row starts one unit anyway (its share under steady searching).
-MAX_HELD_S = 1.0
 # Two threads must beat one by this factor to be kept; else one thread for BOOST_BACKOFF_S.
 BOOST_MIN_GAIN = 1.25
 BOOST_BACKOFF_S = 60.0
@@ -97,71 +92,6 @@ class SemanticStats:
         self.rate_window = [(t, k) for t, k in self.rate_window if now - t <= 60.0]
         span = now - self.rate_window[0][0] if len(self.rate_window) > 1 else 0.0
         self.rate_per_s = sum(k for _, k in self.rate_window[1:]) / span if span > 0 else 0.0
-
-
-class SearchGate:
-    """When background work may start: never while a search is in flight, nor within
-    ``quiet_after_s`` of the last search ending -- except that a worker held back ``max_held_s`` in
-    a row starts one unit anyway (the duty cycle: embedding is slowed by searches, never stopped).
-
-    Searches call ``begins``/``ends`` (any thread); the worker calls ``enter`` before each unit.
-    Both take one lock, so once ``begins`` has returned no unit starts unless it is forced, and the
-    counters say exactly what happened: ``started`` units, ``held`` times a unit had to wait,
-    ``forced`` units started while a search was in flight or had just ended; ``waiting`` is how
-    many workers are held at this moment.
-    """
-
-    def __init__(self, quiet_after_s: float = YIELD_AFTER_SEARCH_S, max_held_s: float = MAX_HELD_S) -> None:
-        self.quiet_after_s = quiet_after_s
-        self.max_held_s = max_held_s
-        self._cond = threading.Condition()
-        self.in_flight = 0
-        self._last_end = -math.inf
-        self.started = 0
-        self.held = 0
-        self.forced = 0
-        self.waiting = 0
-
-    def begins(self) -> None:
-        with self._cond:
-            self.in_flight += 1
-
-    def ends(self) -> None:
-        with self._cond:
-            self.in_flight -= 1
-            self._last_end = time.monotonic()
-            self._cond.notify_all()
-
-    def recent(self, within_s: float) -> bool:
-        """A search is in flight or ended less than ``within_s`` ago."""
-        return self.in_flight > 0 or time.monotonic() - self._last_end < within_s
-
-    def enter(self, stop: threading.Event) -> bool:
-        """Wait until a unit of background work may start and count it; False when ``stop`` is set."""
-        with self._cond:
-            held_since: float | None = None
-            try:
-                while not stop.is_set():
-                    now = time.monotonic()
-                    quiet_in = self._last_end + self.quiet_after_s - now
-                    if self.in_flight == 0 and quiet_in <= 0:
-                        self.started += 1
-                        return True
-                    if held_since is None:
-                        held_since = now
-                        self.held += 1
-                        self.waiting += 1
-                    share_in = held_since + self.max_held_s - now
-                    if share_in <= 0:
-                        self.forced += 1
-                        self.started += 1
-                        return True
-                    # Woken by ``ends``; the timeout also lets ``stop`` be seen.
-                    self._cond.wait(min(share_in, quiet_in if self.in_flight == 0 else share_in, 0.25))
-                return False
-            finally:
-                if held_since is not None:
-                    self.waiting -= 1
 
 
 class ThreadChooser:

@@ -25,8 +25,9 @@ from aivault.errors import EmbedError
 from aivault.home import Home
 from aivault.indexer import schema as q
 from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
-from aivault.indexer.semantic import Publication, SearchGate, SemanticWorker, from_blobs, to_blob
+from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
 from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
+from aivault.priority import SearchGate
 
 if TYPE_CHECKING:
     from aivault.indexer.writer import Writer  # the daemon's; a read-only process never imports it
@@ -36,7 +37,7 @@ _log = log.get("vectors")
 SIDECAR_NAME = "vectors.faiss"
 SAVE_AFTER_IDLE_S = 30.0
 # Background embedding uses its extra thread only once searches have been quiet this long. (It
-# starts no work at all while a search runs and shortly after: SearchGate, indexer/semantic.py.)
+# starts no work at all while a search runs and shortly after: SearchGate, aivault/priority.py.)
 QUIET_AFTER_SEARCH_S = 2.0
 VECTOR_CANDIDATES = 200
 

@@ -30,6 +30,7 @@ from aivault import log
 from aivault.errors import MalformedCursor
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import WriteFence
+from aivault.priority import SearchGate
 from aivault.query import hits, planner, sql
 from aivault.query.bm25 import filter_clause
 from aivault.query.cursor import Position, mint, open_cursor, query_key
@@ -132,6 +133,9 @@ class Engine:
         # transaction begins; tests land a real write in exactly that window.
         self.reuse_hook: Callable[[], None] | None = None
         self._tokenizer_warned = False
+        # Searches in flight and when the last one ended: a daemon's merges sort with fewer threads
+        # while people are searching (indexer/merges.py).
+        self.activity = SearchGate()
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
         cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cur", None)
@@ -243,13 +247,17 @@ class Engine:
                 return {"kind": "malformed-cursor"}
             if pos.query_key != qk:
                 return {"kind": "malformed-cursor"}
-        if self.vectors is not None:
-            self.vectors.search_begins()  # background embedding starts no work until it ends
-            try:
-                return self._search(req, pos, qk, freshness_truncated, force_route)
-            finally:
-                self.vectors.search_ends()
-        return self._search(req, pos, qk, freshness_truncated, force_route)
+        self.activity.begins()
+        try:
+            if self.vectors is not None:
+                self.vectors.search_begins()  # background embedding starts no work until it ends
+                try:
+                    return self._search(req, pos, qk, freshness_truncated, force_route)
+                finally:
+                    self.vectors.search_ends()
+            return self._search(req, pos, qk, freshness_truncated, force_route)
+        finally:
+            self.activity.ends()
 
     def _search(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
                 force_route: str | None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from aivault import policy as policy_mod
 from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid
 from aivault.home import Home
 from aivault.indexer import reclaim as reclaim_mod
+from aivault.indexer.merges import MERGE_QUIET_S
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.service import IndexerService
 from aivault.indexer.store import (
@@ -139,10 +140,13 @@ class LocalService:
         from aivault.query.postings import PostingsSidecars
 
         postings = PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None
-        # A merge's output gets its sidecar before it is registered (indexer/merges.py).
+        engine = Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
+                        postings=postings, fence=WRITES)
+        # A merge's output gets its sidecar before it is registered, and a merge sorts with fewer
+        # threads while people search (indexer/merges.py).
         ix.merges.prepare = postings.prebuild if postings is not None else None
-        return Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
-                      postings=postings, fence=WRITES)
+        ix.merges.searching = lambda: engine.activity.recent(MERGE_QUIET_S)
+        return engine
 
     # --- life cycle ------------------------------------------------------------------------------
     def start(self) -> None:

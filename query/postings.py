@@ -48,7 +48,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from aivault import log
+from aivault import log, priority
 from aivault.indexer.segments import SegmentLock
 from aivault.query import chunk_texts
 from aivault.query.chunk_texts import TEXTS_PREFIX, TextSegment
@@ -70,7 +70,7 @@ FORMAT = 1
 # segment at AIVAULT_FREEZE_ROWS (300k) postings and merges frozen ones six at a time, or after 10 s
 # without batches; while a burst of new transcripts outruns the merges, frozen segments pile up
 # (1M messages and 300k new ones at once: eight of ~475k, 3.8M postings, beside the merge).
-TAIL_MAX_ROWS = 6_000_000
+TAIL_MAX_ROWS = int(os.environ.get("AIVAULT_TAIL_MAX_ROWS", "6000000"))
 
 
 def sidecar_dir(db_path: Path) -> Path:
@@ -368,6 +368,7 @@ class PostingsSidecars:
         return done.wait(timeout_s)
 
     def _run(self) -> None:
+        priority.background_thread()  # builds and loads yield the CPU to searches
         cur = self._con.cursor()
         try:
             while not self._stop.is_set():

@@ -1,4 +1,4 @@
-"""Background embedding yields to searches (indexer/semantic.py, SearchGate), with the real model.
+"""Background embedding yields to searches (indexer/semantic.py; SearchGate, aivault/priority.py), with the real model.
 
 A search is held in flight on purpose (the engine's assembly hook blocks inside it), and what the
 embedder does meanwhile is read from its counters: texts embedded, units of work started, held and
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aivault.home import Home
-from aivault.indexer.semantic import SearchGate
+from aivault.priority import SearchGate
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, wait_until
 from tests.test_semantic import TOPICS, semantic_on

@@ -3,6 +3,8 @@ and the bulk load of a one-shot index on a real daemon."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +13,12 @@ import pytest
 
 import aivault.indexer.segments as seg_mod
 import aivault.indexer.service
+import aivault.query.local
 from aivault.errors import IndexerClosed
 from aivault.home import Home
 from aivault.indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
 from aivault.indexer.store import BULK_MEMORY_LIMIT, MEMORY_LIMIT
+from aivault.priority import BACKGROUND_NICE
 from tests.builders import ClaudeWriter
 from tests.conftest import root_args, wait_until
 
@@ -134,10 +138,11 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         d.close()
 
 
-def test_a_daemons_merges_leave_a_core_to_searches_and_a_bulk_load_sorts_with_all(
-        home: Home, roots: dict[str, Path]) -> None:
-    """A bulk load's final sort runs with every DuckDB thread; once searches start, each merge runs with
-    MERGE_THREADS (fewer), and the database's setting is put back when the merge ends."""
+def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody_searches(
+        home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk load's final sort runs with every DuckDB thread; a merge that starts while people search (a
+    search within MERGE_QUIET_S) runs with MERGE_THREADS, one that starts with nobody searching with every
+    thread again, and the database's setting is put back when a merge ends."""
     from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
     from aivault.indexer.store import THREADS
@@ -153,7 +158,11 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_a_bulk_load_sorts_with_al
         def threads_now(cur: Any) -> int:
             return int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0])
 
+        nices: list[int] = []
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+
         def record(name: str, created_at: int) -> None:  # on the merge thread, before the setting is put back
+            nices.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
             cur = d.service.con.cursor()
             try:
                 seen.append(threads_now(cur))
@@ -172,6 +181,13 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_a_bulk_load_sorts_with_al
         ix.reconcile(True).result(60)
         ix.compact("all").result(60)
         assert seen[1:] and set(seen[1:]) == {MERGE_THREADS}, seen
+        assert nices[0] == base and set(nices[1:]) == {max(base, BACKGROUND_NICE)}, nices  # yields to searches
+        monkeypatch.setattr(aivault.query.local, "MERGE_QUIET_S", 0.0)  # the last search is long past
+        del seen[:]
+        ClaudeWriter(roots["claude"], cwd="/home/dev/quiet").user("a walrus nobody searches for")
+        ix.reconcile(True).result(60)
+        ix.compact("all").result(60)
+        assert seen and set(seen) == {THREADS}, seen
         cur = d.service.con.cursor()
         try:
             assert threads_now(cur) == THREADS
