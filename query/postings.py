@@ -49,6 +49,7 @@ import duckdb
 import numpy as np
 
 from aivault import log, priority
+from aivault.indexer.schema import SELECT_IDENTITY
 from aivault.indexer.segments import SegmentLock
 from aivault.query import chunk_texts
 from aivault.query.chunk_texts import TEXTS_PREFIX, TextSegment
@@ -232,7 +233,7 @@ class PostingsSidecars:
         its arrays and no search reads all of it in DuckDB meanwhile."""
         cur = self._con.cursor()
         try:
-            row = cur.execute("SELECT identity FROM meta").fetchone()
+            row = cur.execute(SELECT_IDENTITY).fetchone()
             if row is None:
                 return
             key = SegmentKey(str(row[0]), name, created_at)
@@ -608,7 +609,7 @@ class PostingsSidecars:
             with self._locked():
                 registered = cur.execute("SELECT name, created_at FROM segments").fetchall()
                 live = prebuilt | {(str(n), int(c)) for n, c in registered}
-                row = cur.execute("SELECT identity FROM meta").fetchone()
+                row = cur.execute(SELECT_IDENTITY).fetchone()
         except duckdb.Error:
             return  # nothing is deleted on doubt; the next build prunes
         identity = str(row[0]) if row else None
