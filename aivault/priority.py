@@ -30,12 +30,13 @@ YIELD_AFTER_SEARCH_S = 0.3
 MAX_HELD_S = 1.0
 
 
-def background_thread() -> bool:
-    """Lower the calling thread's scheduling priority for good; True when it was lowered."""
+def background_thread(tid: int | None = None) -> bool:
+    """Lower the scheduling priority of the calling thread (or of the thread of this process with
+    native id ``tid``) for good; True when it was lowered."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        tid = threading.get_native_id()
+        tid = threading.get_native_id() if tid is None else tid
         now = os.getpriority(os.PRIO_PROCESS, tid)
         if now < BACKGROUND_NICE:
             os.setpriority(os.PRIO_PROCESS, tid, BACKGROUND_NICE)

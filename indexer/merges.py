@@ -58,6 +58,10 @@ class Merges:
         # DuckDB threads a merge runs with while ``searching()``; None: the connection's own (a bulk load).
         self.threads: int | None = MERGE_THREADS
         self.searching: Callable[[], bool] | None = None
+        # The merge running: its thread's native id and whether it yields to searches already.
+        # Changed under _yield_lock by the merge thread and by searches (search_began).
+        self._running: tuple[int, bool] | None = None
+        self._yield_lock = threading.Lock()
 
     def compact(self, mode: str, fut: Future[None] | None = None) -> None:
         """Freeze the active segment and merge in ``mode`` until nothing is left (indexer thread)."""
@@ -83,13 +87,12 @@ class Merges:
 
     def _run(self, plan: MergePlan) -> None:
         cur = self.con.cursor()
-        threads, searching = self.threads, self.searching
-        lowered = threads is not None and threads < THREADS and searching is not None and searching()
+        searching = self.searching
         try:
-            if lowered:
-                # One DuckDB thread: the merge runs in this thread alone, which yields to searches.
-                priority.background_thread()
-                cur.execute(f"SET threads = {threads}")
+            with self._yield_lock:
+                self._running = (threading.get_native_id(), False)
+                if searching is not None and searching():
+                    self._yield(cur)
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()
             prepare = self.prepare
@@ -103,10 +106,38 @@ class Merges:
         except Exception as exc:
             self._post(MergeFailed(plan, str(exc)))
         finally:
-            if lowered:
-                with contextlib.suppress(duckdb.Error):
-                    cur.execute(f"SET threads = {THREADS}")
+            with self._yield_lock:
+                if self._running is not None and self._running[1]:
+                    with contextlib.suppress(duckdb.Error):
+                        cur.execute(f"SET threads = {THREADS}")
+                self._running = None
             cur.close()
+
+    def _yield(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Have the running merge leave a core to searches (``_yield_lock`` held): DuckDB down to
+        ``threads`` (the sort goes on in the merge's own thread alone) and that thread's priority
+        lowered. Nothing for a bulk load, or when the merge yields already."""
+        running, threads = self._running, self.threads
+        if running is None or running[1] or threads is None or threads >= THREADS:
+            return
+        priority.background_thread(running[0])
+        cur.execute(f"SET threads = {threads}")
+        self._running = (running[0], True)
+
+    def search_began(self) -> None:
+        """A search has started (any thread): a merge sorting with every thread since nobody was
+        searching when it began gives the others back now, rather than at its next start."""
+        running = self._running
+        if running is None or running[1]:
+            return  # the usual case, without the lock
+        with self._yield_lock:
+            cur = self.con.cursor()
+            try:
+                self._yield(cur)
+            except duckdb.Error as exc:  # the search goes on; the merge keeps its threads
+                _log.debug("the running merge could not be made to yield", error=str(exc))
+            finally:
+                cur.close()
 
     def finished(self, plan: MergePlan, rows: int) -> None:
         """A merge ended well: register its segment and go on (indexer thread)."""

@@ -136,6 +136,7 @@ class Engine:
         # Searches in flight and when the last one ended: a daemon's merges sort with fewer threads
         # while people are searching (indexer/merges.py).
         self.activity = SearchGate()
+        self.on_search: Callable[[], None] | None = None  # called as each search begins (indexer/merges.py)
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
         cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cur", None)
@@ -249,6 +250,8 @@ class Engine:
                 return {"kind": "malformed-cursor"}
         self.activity.begins()
         try:
+            if self.on_search is not None:
+                self.on_search()
             if self.vectors is not None:
                 self.vectors.search_begins()  # background embedding starts no work until it ends
                 try:

@@ -146,6 +146,7 @@ class LocalService:
         # threads while people search (indexer/merges.py).
         ix.merges.prepare = postings.prebuild if postings is not None else None
         ix.merges.searching = lambda: engine.activity.recent(MERGE_QUIET_S)
+        engine.on_search = ix.merges.search_began
         return engine
 
     # --- life cycle ------------------------------------------------------------------------------

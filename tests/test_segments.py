@@ -197,6 +197,57 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
         d.close()
 
 
+def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
+        home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge that started with every DuckDB thread (nobody searching) gives them back and lowers its
+    thread's priority as soon as a search begins, and the setting is put back when it ends."""
+    from aivault.broker.daemon import Daemon
+    from aivault.indexer.merges import MERGE_THREADS
+    from aivault.indexer.store import THREADS
+    from aivault.query.service import search_sessions
+
+    monkeypatch.setattr(aivault.query.local, "MERGE_QUIET_S", 0.0)  # nobody searched "recently"
+    ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("a walrus before the merge")
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
+    d.start()
+    try:
+        ix = d.service.indexer
+        ix.reconcile(True).result(60)
+        inside, go = threading.Event(), threading.Event()
+        seen: list[tuple[int, int]] = []
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+
+        def held(name: str, created_at: int) -> None:  # on the merge thread, the sort done
+            cur = d.service.con.cursor()
+            try:
+                seen.append((int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0]),
+                             os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+                inside.set()
+                assert go.wait(60)
+                seen.append((int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0]),
+                             os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+            finally:
+                cur.close()
+
+        ix.merges.prepare = held
+        ClaudeWriter(roots["claude"], cwd="/home/dev/merge").user("a walrus the merge takes in")
+        ix.reconcile(True).result(60)
+        compacted = ix.compact("all")
+        assert inside.wait(60)
+        assert search_sessions(d.service, {"query": "walrus"})["hits"]  # a search while the merge runs
+        go.set()
+        compacted.result(60)
+        assert seen[0] == (THREADS, base), seen
+        assert seen[1] == (MERGE_THREADS, max(base, BACKGROUND_NICE)), seen
+        cur = d.service.con.cursor()
+        try:
+            assert int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0]) == THREADS
+        finally:
+            cur.close()
+    finally:
+        d.close()
+
+
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
     """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
     from aivault.broker.daemon import Daemon
