@@ -282,9 +282,16 @@ class LocalService:
             with self.lifecycle.shared():
                 # Blocks a commit freed (a dropped segment) count as free only once checkpointed.
                 # On the connection itself: after a merge, one from a cursor is refused ("other
-                # write transactions are active"; DuckDB 1.5.5) while this one goes through.
-                with contextlib.suppress(duckdb.Error):
+                # write transactions are active"; DuckDB 1.5.5) while this one goes through. If it
+                # is refused all the same, the free blocks are not counted yet: this state of the
+                # index is looked at again at the next tick instead of being judged not worth it
+                # (CI of 910e8cb once saw a daemon that was searched all along never reclaim).
+                try:
                     self.con.execute("CHECKPOINT")
+                except duckdb.Error as exc:
+                    _log.debug("checkpoint refused; the reclaim is looked at again", error=str(exc))
+                    self._reclaim_checked = None
+                    return None
                 cur = self.con.cursor()
                 try:
                     before = reclaim_mod.usage(cur, db)
