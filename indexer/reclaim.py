@@ -38,6 +38,7 @@ import duckdb
 
 from aivault import log
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 
 _log = log.get("indexer.reclaim")
 
@@ -99,17 +100,17 @@ def _wal(path: Path) -> Path:
 
 
 def database_name(con: duckdb.DuckDBPyConnection) -> str:
-    row = con.execute("SELECT current_database()").fetchone()
+    row = one(con, "SELECT current_database()")
     return str(row[0]) if row else "main"
 
 
 def usage(con: duckdb.DuckDBPyConnection, db_path: Path | None = None) -> Usage:
     """Used and free bytes of the open database (DuckDB's block counts) and its file's size."""
     name = database_name(con)
-    row = con.execute(DATABASE_SIZE, [name]).fetchone()
+    row = one(con, DATABASE_SIZE, [name])
     block, _total, used, free = (int(v) for v in row) if row else (0, 0, 0, 0)
     if db_path is None:
-        found = con.execute(DATABASE_PATH, [name]).fetchone()
+        found = one(con, DATABASE_PATH, [name])
         db_path = Path(str(found[0])) if found else Path()
     return Usage(db_path.stat().st_size, used * block, free * block)
 
@@ -192,9 +193,9 @@ def _signature(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[tuple[str,
     catalog = [(str(a), str(b), str(c)) for a, b, c in con.execute(CATALOG, {"db": db}).fetchall()]
     counts = {}
     for (table,) in con.execute(TABLES_OF, [db]).fetchall():
-        row = con.execute(TABLE_ROWS.format(db=db, table=table)).fetchone()
+        row = one(con, TABLE_ROWS.format(db=db, table=table))
         counts[str(table)] = int(row[0]) if row else -1
-    meta = con.execute(q.SELECT_META.replace("FROM meta", f'FROM "{db}".meta')).fetchone()
+    meta = one(con, q.SELECT_META.replace("FROM meta", f'FROM "{db}".meta'))
     return catalog, counts, tuple(meta) if meta else None
 
 

@@ -24,6 +24,7 @@ import duckdb
 
 from aivault import log
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.indexer.store import now_ms, transaction
 
 _log = log.get("indexer.segments")
@@ -122,7 +123,7 @@ class SegmentSet:
         for orphan in sorted(tables - registered):
             con.execute(q.DROP_SEGMENT.format(name=orphan))
             _log.info("dropped orphan segment", segment=orphan)
-        segs = [Segment(name, state, int(con.execute(q.COUNT_SEGMENT.format(name=name)).fetchone()[0]))  # type: ignore[index]
+        segs = [Segment(name, state, int(one(con, q.COUNT_SEGMENT.format(name=name))[0]))  # type: ignore[index]
                 for name, state in rows]
         out = cls(segs)
         if not any(s.state == "active" for s in segs):
@@ -224,7 +225,7 @@ class SegmentSet:
 
     @staticmethod
     def _count(con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
-        row = con.execute(q.COUNT_SEGMENT.format(name=plan.target)).fetchone()
+        row = one(con, q.COUNT_SEGMENT.format(name=plan.target))
         return int(row[0]) if row else 0
 
     def register(self, con: duckdb.DuckDBPyConnection, plan: MergePlan, rows: int, next_segment: int) -> None:

@@ -25,6 +25,7 @@ from aivault import log
 from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked, IndexMissing
 from aivault.home import Home
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.text import TOKENIZER_VERSION
 
 _log = log.get("indexer.store")
@@ -299,13 +300,13 @@ def _migrate(con: duckdb.DuckDBPyConnection) -> Meta:
     con.execute("BEGIN")
     try:
         con.execute(q.CREATE_VERSION_TABLE)
-        row = con.execute(q.SELECT_VERSION).fetchone()
+        row = one(con, q.SELECT_VERSION)
         version = int(row[0]) if row else 0
         for v in range(version + 1, q.SCHEMA_VERSION + 1):
             for stmt in q.MIGRATIONS[v]:
                 con.execute(stmt)
             con.execute(q.INSERT_VERSION, [v, now_ms()])
-        if con.execute(q.COUNT_META).fetchone() == (0,):
+        if one(con, q.COUNT_META) == (0,):
             import uuid  # here: a read-only search never creates an identity (uuid imports platform)
 
             con.execute(q.INSERT_META, [uuid.uuid4().hex, now_ms(), TOKENIZER_VERSION])
@@ -317,7 +318,7 @@ def _migrate(con: duckdb.DuckDBPyConnection) -> Meta:
 
 
 def read_meta(con: duckdb.DuckDBPyConnection) -> Meta:
-    row = con.execute(q.SELECT_META).fetchone()
+    row = one(con, q.SELECT_META)
     if row is None:
         raise RuntimeError("the index has no meta row; run `aivault clear` to rebuild it")
     return Meta(str(row[0]), *(int(r) for r in row[1:]))
@@ -342,7 +343,7 @@ def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[
 def _unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int, int]]:
     out = []
     for table, col, watermark in _watermark_checks(con, meta):
-        row = con.execute(q.COUNT_UNFINISHED.format(table=table, col=col), [watermark]).fetchone()
+        row = one(con, q.COUNT_UNFINISHED.format(table=table, col=col), [watermark])
         if row and row[0]:
             out.append((table, col, watermark, int(row[0])))
     return out

@@ -24,6 +24,7 @@ from aivault.embed import Embedder
 from aivault.errors import EmbedError
 from aivault.home import Home
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
 from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
 from aivault.indexer.vectors import SIDECAR_FORMAT, SidecarHeader, VectorIndex
@@ -245,7 +246,7 @@ class VectorService:
         eligible = embedded = 0
         cur = self.con.cursor()
         try:
-            row = cur.execute(q.COUNT_ELIGIBLE, [vstate.watermark if vstate else 0]).fetchone()
+            row = one(cur, q.COUNT_ELIGIBLE, [vstate.watermark if vstate else 0])
             if row:
                 eligible, embedded = int(row[0]), int(row[1]) if vstate else 0
         finally:
@@ -303,8 +304,8 @@ class ReadOnlyVectors:
         stored vectors belong to another model (or there are none)."""
         cur = self.con.cursor()
         try:
-            row = cur.execute(q.SELECT_VECTOR_STATE).fetchone()
-            ident = cur.execute(q.SELECT_IDENTITY).fetchone()
+            row = one(cur, q.SELECT_VECTOR_STATE)
+            ident = one(cur, q.SELECT_IDENTITY)
         finally:
             cur.close()
         if row is None or ident is None or str(row[0]) != self.fingerprint:

@@ -31,6 +31,7 @@ from aivault.indexer.batch import (
     plan_batch,
     session_sig,
 )
+from aivault.indexer.duck import one
 from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
 from aivault.indexer.store import Meta, transaction
 
@@ -68,7 +69,7 @@ class Writer:
         self.sess_sig: dict[int, bytes] = {}
         self.titles: dict[tuple[str, str], str] = {(str(a), str(s)): str(t)
                                                    for a, s, t in con.execute(q.SELECT_TITLES).fetchall()}
-        row = con.execute(q.SELECT_VECTOR_STATE).fetchone()
+        row = one(con, q.SELECT_VECTOR_STATE)
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
         # Chunk ids deleted since the vector index last took them out (it must drop them too).
         self.dropped_chunks: list[np.ndarray] = []
@@ -120,7 +121,7 @@ class Writer:
                 if plan.drop_sess:
                     dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()],
                                              np.int64)
-                    totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                    totals = one(con, q.CHUNK_TOTALS_OF)
                     dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                     con.execute(q.DELETE_CHUNKS_OF)
                     con.execute(q.DELETE_SESSIONS_OF)
@@ -203,7 +204,7 @@ class Writer:
                     con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
                                                       "file_id": pa.array(file_ids, pa.int32())}))
                     dropped = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
-                    totals = con.execute(q.CHUNK_TOTALS_OF).fetchone()
+                    totals = one(con, q.CHUNK_TOTALS_OF)
                     n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
                     con.execute(q.DELETE_CHUNKS_OF)
                     con.execute(q.DELETE_SESSIONS_OF)
@@ -229,7 +230,7 @@ class Writer:
 
     def forget_expired(self) -> int:
         """Drop the rows of expired files so the next full pass reads them again (retention changed)."""
-        row = self.con.execute(q.COUNT_EXPIRED_FILES).fetchone()
+        row = one(self.con, q.COUNT_EXPIRED_FILES)
         self.con.execute(q.FORGET_EXPIRED_FILES)
         for path in [p for p, e in self.files.items() if e.expired]:
             del self.files[path]
@@ -288,13 +289,13 @@ class Writer:
 
     def dedupe_vocab(self) -> int:
         """Drop repeated vocabulary rows (typo repair reads this table); returns the rows removed."""
-        row = self.con.execute(q.COUNT_VOCAB).fetchone()
+        row = one(self.con, q.COUNT_VOCAB)
         before = int(row[0]) if row else 0
         if before <= self._vocab_after_dedupe * 2 + 10_000:
             return 0
         with transaction(self.con):
             self.con.execute(q.DEDUPE_VOCAB)
-        row = self.con.execute(q.COUNT_VOCAB).fetchone()
+        row = one(self.con, q.COUNT_VOCAB)
         self._vocab_after_dedupe = int(row[0]) if row else 0
         return before - self._vocab_after_dedupe
 

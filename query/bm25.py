@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from aivault.indexer.duck import one
 from aivault.indexer.segments import K1, B
 from aivault.query import sql
 from aivault.query.records import Plan, Row, Snapshot
@@ -211,7 +212,7 @@ def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Sn
                     hashes: list[int], df: dict[int, int], sdf: dict[int, int], filt_sql: str,
                     filt_args: list[Any], offset: int, count: int) -> list[Row]:
     """One page of any-word ranking: session BM25 and best-chunk BM25 combined (see the module doc)."""
-    row = cur.execute(sql.SELECT_SESSION_COUNT).fetchone()
+    row = one(cur, sql.SELECT_SESSION_COUNT)
     n_sess = max(int(row[0]) if row else 0, 1)
     n = max(snap.n_chunks, 1)
     avg_sdl = max(snap.avgdl * n / n_sess, 1.0)  # all live chunk tokens over the sessions

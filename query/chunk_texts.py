@@ -31,6 +31,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aivault.indexer.duck import one
 from aivault.query import sql
 
 TEXTS_PREFIX = "texts-"
@@ -100,7 +101,7 @@ def write_segment(cur: duckdb.DuckDBPyConnection, identity: str, lo: int, tmp: P
     """Write the text segment from chunk id ``lo`` up to ``next_chunk`` into ``tmp``, read in one
     transaction; (hi, rows, text bytes). ``stopping()`` true abandons it (raises InterruptedError)."""
     with sql.read_transaction(cur):
-        row = cur.execute("SELECT next_chunk FROM meta").fetchone()
+        row = one(cur, "SELECT next_chunk FROM meta")
         hi = int(row[0]) if row else lo
         parts: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
         offsets = [np.zeros(1, np.int64)]

@@ -17,6 +17,7 @@ from aivault import config
 from aivault import policy as policy_mod
 from aivault.home import Home
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.protocol import STATUS_SENTINEL
 from aivault.query.engine import Engine
 from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
@@ -145,8 +146,8 @@ class DirectService:
         cur = self.con.cursor()
         try:
             obs = dict(cur.execute(q.SELECT_OBSERVATIONS).fetchall())
-            row = cur.execute(q.COUNT_PRESENT_FILES).fetchone()
-            gen = cur.execute(q.SELECT_GENERATION).fetchone()
+            row = one(cur, q.COUNT_PRESENT_FILES)
+            gen = one(cur, q.SELECT_GENERATION)
         finally:
             cur.close()
         from aivault.scanner.discover import default_roots

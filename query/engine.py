@@ -49,6 +49,7 @@ from aivault.query.request import SearchRequest
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
+from aivault.indexer.duck import one
 from aivault.text import TOKENIZER_VERSION, query_terms
 
 _log = log.get("query.engine")
@@ -180,7 +181,7 @@ class Engine:
         if r.meta is not None and r.segments is not None:
             row, rows = r.meta, r.segments
         else:
-            got = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
+            got = one(cur, sql.SELECT_SNAPSHOT)
             assert got is not None
             row = tuple(got)
             rows = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]
@@ -215,7 +216,7 @@ class Engine:
         if self.postings is None:
             return
         with self._read() as cur:
-            row = cur.execute(sql.SELECT_SNAPSHOT).fetchone()
+            row = one(cur, sql.SELECT_SNAPSHOT)
             if row is None:
                 return
             segs = [(str(a), str(b), int(c)) for a, b, c in cur.execute(sql.SELECT_SEGMENTS_CREATED).fetchall()]

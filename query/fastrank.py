@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aivault.indexer.duck import one
 from aivault.indexer.segments import K1, B
 from aivault.query import sql
 from aivault.query.chunk_texts import Row as EvidenceRow
@@ -109,7 +110,7 @@ class SessionTable:
         with self._mutex:
             n = self._rows.get(segment)
             if n is None:
-                row = cur.execute(f"SELECT count(*) FROM {segment}").fetchone()
+                row = one(cur, f"SELECT count(*) FROM {segment}")
                 n = self._rows[segment] = int(row[0]) if row else 0
             return n
 
@@ -140,7 +141,7 @@ class SessionTable:
         """Read every session's page row of this generation (on the sidecar thread, in a transaction of
         its own: one that sees another generation reads nothing)."""
         with sql.read_transaction(cur):
-            row = cur.execute("SELECT identity, generation FROM meta").fetchone()
+            row = one(cur, "SELECT identity, generation FROM meta")
             if row is None or (str(row[0]), int(row[1])) != self.key:
                 return
             titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}

@@ -49,6 +49,7 @@ import duckdb
 import numpy as np
 
 from aivault import log, priority
+from aivault.indexer.duck import one
 from aivault.indexer.schema import SELECT_IDENTITY
 from aivault.indexer.segments import SegmentLock
 from aivault.query import chunk_texts
@@ -233,7 +234,7 @@ class PostingsSidecars:
         its arrays and no search reads all of it in DuckDB meanwhile."""
         cur = self._con.cursor()
         try:
-            row = cur.execute(SELECT_IDENTITY).fetchone()
+            row = one(cur, SELECT_IDENTITY)
             if row is None:
                 return
             key = SegmentKey(str(row[0]), name, created_at)
@@ -558,7 +559,7 @@ class PostingsSidecars:
         """The segment's rows and its highest chunk id."""
         with self._locked():
             try:
-                row = cur.execute(f"SELECT count(*), coalesce(max(chunk), 0) FROM {name}").fetchone()
+                row = one(cur, f"SELECT count(*), coalesce(max(chunk), 0) FROM {name}")
             except duckdb.CatalogException:
                 raise _Abandoned from None  # merged away before its turn came
         return (int(row[0]), int(row[1])) if row else (0, 0)
@@ -609,7 +610,7 @@ class PostingsSidecars:
             with self._locked():
                 registered = cur.execute("SELECT name, created_at FROM segments").fetchall()
                 live = prebuilt | {(str(n), int(c)) for n, c in registered}
-                row = cur.execute(SELECT_IDENTITY).fetchone()
+                row = one(cur, SELECT_IDENTITY)
         except duckdb.Error:
             return  # nothing is deleted on doubt; the next build prunes
         identity = str(row[0]) if row else None

@@ -19,6 +19,7 @@ import duckdb
 from aivault.errors import ReconcileFailed
 from aivault.home import Home
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.indexer.store import UNREADABLE, damaged
 from aivault.protocol import FRESHNESS_DEADLINE_S, STATUS_SENTINEL
 from aivault.query.request import parse_request
@@ -99,7 +100,7 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             disk: dict[str, int] = usage(cur).as_dict()
         except (duckdb.Error, OSError):
             disk = {}
-        row = cur.execute(q.COUNT_SESSIONS).fetchone()
+        row = one(cur, q.COUNT_SESSIONS)
         skipped: dict[str, dict[str, int]] = {}
         for agent, malformed, oversized, maps in cur.execute(q.SELECT_SKIPS).fetchall():
             reasons: dict[str, int] = {}
@@ -142,7 +143,7 @@ def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, d
     try:
         for path in roots:
             prefix = path.rstrip("/") + "/"
-            row = cur.execute(q.SELECT_ROOT_REPORT, [prefix]).fetchone()
+            row = one(cur, q.SELECT_ROOT_REPORT, [prefix])
             units, sessions, malformed, oversized, maps = row if row else (0, 0, 0, 0, [])
             skipped: dict[str, int] = {}
             if malformed:

@@ -23,6 +23,7 @@ import duckdb
 
 from aivault.errors import InvalidParams, SessionNotFound
 from aivault.indexer import schema as q
+from aivault.indexer.duck import one
 from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role
 from aivault.query import sql
 from aivault.query.request import SCOPES, cut_query
@@ -128,7 +129,7 @@ def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str,
 
 
 def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
-    gen = cur.execute(q.SELECT_GENERATION).fetchone()
+    gen = one(cur, q.SELECT_GENERATION)
     rows = cur.execute(sql.SELECT_SESSION_BY_ID.format(agent=sql.SESSION_AGENT if req.agent else ""),
                        [req.session_id, *([req.agent] if req.agent else [])]).fetchall()
     if not rows:
@@ -178,7 +179,7 @@ def _anchor(cur: duckdb.DuckDBPyConnection, sess: int, scope: str, req: ReadRequ
     if not terms:
         return None
     matches = " + ".join([sql.WORD_IN_CHUNK] * len(terms))
-    row = cur.execute(sql.SELECT_BEST_POSITION.format(scope=scope, matches=matches), [*terms, sess]).fetchone()
+    row = one(cur, sql.SELECT_BEST_POSITION.format(scope=scope, matches=matches), [*terms, sess])
     return int(row[0]) if row and row[1] else None
 
 
