@@ -220,14 +220,6 @@ class VectorService:
         return not self.gate.recent(QUIET_AFTER_SEARCH_S) and not self._busy()
 
     # --- query side -------------------------------------------------------------------------------
-    def search_begins(self) -> None:
-        """Called as every search starts: no background work starts until it ends (``SearchGate``)."""
-        self.gate.begins()
-
-    def search_ends(self) -> None:
-        """Called as every search ends, however it ends."""
-        self.gate.ends()
-
     def ready(self) -> bool:
         index = self.index
         return index is not None and index.count > 0 and self.query_embedder is not None
@@ -292,12 +284,6 @@ class ReadOnlyVectors:
     @property
     def sidecar(self) -> Path:
         return self.home.path / SIDECAR_NAME
-
-    def search_begins(self) -> None:
-        """No background worker in a read-only process."""
-
-    def search_ends(self) -> None:
-        """No background worker in a read-only process."""
 
     def _state(self) -> tuple[SidecarHeader, int] | None:
         """The header a current sidecar has, and the watermark of the stored vectors; None when the

@@ -80,12 +80,6 @@ class _DeferredVectors:
             self._real = ReadOnlyVectors(self._home, self._con, self._make, fingerprint)
         return self._real
 
-    def search_begins(self) -> None:
-        """No background worker in a read-only process."""
-
-    def search_ends(self) -> None:
-        """No background worker in a read-only process."""
-
     def ready(self) -> bool:
         real = self._load()
         return real is not None and real.ready()

@@ -100,7 +100,8 @@ class Engine:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
                  committed_generation: Callable[[], int | None] | None = None,
-                 vectors: VectorSource | None = None, postings: Any = None, fence: WriteFence | None = None) -> None:
+                 vectors: VectorSource | None = None, postings: Any = None, fence: WriteFence | None = None,
+                 activity: SearchGate | None = None) -> None:
         self._con = con
         # The process's write fence (the daemon: every write goes through this connection's process)
         # and the snapshot rows read under its token; None: every search reads them.
@@ -135,8 +136,10 @@ class Engine:
         self.reuse_hook: Callable[[], None] | None = None
         self._tokenizer_warned = False
         # Searches in flight and when the last one ended: a daemon's merges sort with fewer threads
-        # while people are searching (indexer/merges.py).
-        self.activity = SearchGate()
+        # while people are searching (indexer/merges.py), and its background embedding starts no
+        # work meanwhile (indexer/semantic.py) -- the daemon passes the vector service's gate, so
+        # each search is counted once, for both.
+        self.activity = activity if activity is not None else SearchGate()
         self.on_search: Callable[[], None] | None = None  # called as each search begins (indexer/merges.py)
 
     def _cur(self) -> duckdb.DuckDBPyConnection:
@@ -253,12 +256,6 @@ class Engine:
         try:
             if self.on_search is not None:
                 self.on_search()
-            if self.vectors is not None:
-                self.vectors.search_begins()  # background embedding starts no work until it ends
-                try:
-                    return self._search(req, pos, qk, freshness_truncated, force_route)
-                finally:
-                    self.vectors.search_ends()
             return self._search(req, pos, qk, freshness_truncated, force_route)
         finally:
             self.activity.ends()

@@ -140,8 +140,9 @@ class LocalService:
         from aivault.query.postings import PostingsSidecars
 
         postings = PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None
+        # One gate counts the searches for the merges and for the background embedding.
         engine = Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
-                        postings=postings, fence=WRITES)
+                        postings=postings, fence=WRITES, activity=ix.vec.gate if ix.vec is not None else None)
         # A merge's output gets its sidecar before it is registered, and a merge sorts with fewer
         # threads while people search (indexer/merges.py).
         ix.merges.prepare = postings.prebuild if postings is not None else None

@@ -86,6 +86,8 @@ def test_no_embedding_work_starts_while_a_search_is_in_flight(home: Home, roots:
     try:
         vec = d.service.indexer.vec
         assert vec is not None
+        # One gate counts each search for the embedding and for the merges (query/engine.py).
+        assert d.service.engine.activity is vec.gate
         vec.gate.max_held_s = 3600.0  # no share forced during this test: the rule alone
         d.reconcile()
         assert wait_until(lambda: vec.worker.stats.embedded_total >= 8, timeout=300), vec.worker.stats
