@@ -19,6 +19,7 @@ one unit anyway, at one thread: under constant searching it still gets about one
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,9 +43,10 @@ EMBED_CALL = 4
 # Two threads must beat one by this factor to be kept; else one thread for BOOST_BACKOFF_S.
 BOOST_MIN_GAIN = 1.25
 BOOST_BACKOFF_S = 60.0
-# Chunks read per step, and how often embedded vectors are published (made searchable).
+# Chunks read per step, and how often embedded vectors are published (made searchable); a test that
+# must interrupt the embedding between publications publishes more often.
 READ_BATCH = 256
-PUBLISH_EVERY_S = 5.0
+PUBLISH_EVERY_S = float(os.environ.get("AIVAULT_PUBLISH_EVERY_S", "5"))
 PUBLISH_MAX_CHUNKS = 4096
 IDLE_SLEEP_S = 1.0
 RETRY_LOAD_S = 60.0

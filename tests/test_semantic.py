@@ -194,12 +194,13 @@ def test_equal_text_is_embedded_once_and_deleted_chunks_leave_the_index(semantic
 def test_a_killed_embedder_resumes_without_re_embedding(home: Home, roots: dict[str, Path]) -> None:
     """SIGKILL while embedding: committed vectors survive; the next daemon embeds only what is left."""
     semantic_on(home)
-    # ~1,000 distinct texts: several publications (one per PUBLISH_EVERY_S) to interrupt between.
+    # ~1,000 distinct texts: several publications (one per PUBLISH_EVERY_S, 0.5 s here) to interrupt
+    # between. At the default 5 s an unloaded machine embedded all 1,000 before the first (CI of cd10f6c).
     for i in range(50):
         c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/k{i}")
         for j in range(20):
             c.user(f"session {i} message {j}: {list(TOPICS.values())[(i + j) % 5]} variant {i * 100 + j}")
-    d = DaemonProcess(home, roots, extra_env={"AIVAULT_LOG_LEVEL": "info"})
+    d = DaemonProcess(home, roots, extra_env={"AIVAULT_LOG_LEVEL": "info", "AIVAULT_PUBLISH_EVERY_S": "0.5"})
     try:
         d.reconcile()
         # Generous: on a loaded 2-core machine the model embeds a few texts a second, not hundreds.
