@@ -140,8 +140,13 @@ class Merges:
                 cur.close()
 
     def finished(self, plan: MergePlan, rows: int) -> None:
-        """A merge ended well: register its segment and go on (indexer thread)."""
-        self.writer.finish_merge(plan, rows)
+        """A merge ended well: register its segment and go on (indexer thread). A registration that
+        fails (a write the disk refused) abandons the merge like one that failed while it ran."""
+        try:
+            self.writer.finish_merge(plan, rows)
+        except duckdb.Error as exc:
+            self.failed(plan, f"registering the merged segment failed: {exc}")
+            return
         _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
         self.start()
 

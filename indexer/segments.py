@@ -244,8 +244,14 @@ class SegmentSet:
         self.merging = False
 
     def abandon(self, con: duckdb.DuckDBPyConnection, plan: MergePlan) -> None:
-        con.execute(q.DROP_SEGMENT.format(name=plan.target))
+        """Forget a merge that failed: its table is dropped (or, if even that fails, dropped as an
+        orphan at the next start); its inputs stay as they were."""
         self.merging = False
+        try:
+            con.execute(q.DROP_SEGMENT.format(name=plan.target))
+        except duckdb.Error as exc:
+            _log.warning("a failed merge's table was not dropped; the next start drops it", target=plan.target,
+                         error=str(exc))
 
     def drop_retired(self, con: duckdb.DuckDBPyConnection, lock: SegmentLock) -> None:
         if not self.to_drop:

@@ -248,6 +248,53 @@ def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
         d.close()
 
 
+def test_a_merge_whose_registration_fails_is_abandoned_and_the_indexer_goes_on(
+        home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registration the database refuses drops the merged table, keeps its inputs, and the indexer
+    goes on indexing, searching and merging (it used to end the indexer thread)."""
+    from aivault.broker.daemon import Daemon
+    from aivault.query.service import search_sessions
+
+    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
+    d.start()
+    try:
+        ix = d.service.indexer
+        ClaudeWriter(roots["claude"], cwd="/home/dev/one").user("a walrus before the refusal")
+        ix.reconcile(True).result(60)
+        real = SegmentSet.register
+        targets: list[str] = []
+
+        def refuse(self: SegmentSet, con: Any, plan: Any, rows: int, next_segment: int) -> None:
+            targets.append(plan.target)
+            raise duckdb.IOException("simulated: could not write the registration")
+
+        monkeypatch.setattr(SegmentSet, "register", refuse)
+        before = [s.name for s in ix.writer.segments.segments]
+        ix.compact("all").result(60)
+        assert targets, "no merge was attempted"
+        names = [s.name for s in ix.writer.segments.segments]  # the compaction froze the active one first
+        assert set(before) <= set(names) and targets[0] not in names and not ix.writer.segments.merging, names
+
+        def tables() -> set[str]:
+            cur = d.service.con.cursor()
+            try:
+                return {str(r[0]) for r in cur.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            finally:
+                cur.close()
+
+        assert targets[0] not in tables(), "the abandoned merge's table was left behind"
+        assert search_sessions(d.service, {"query": "walrus"})["hits"]
+        monkeypatch.setattr(SegmentSet, "register", real)
+        ClaudeWriter(roots["claude"], cwd="/home/dev/two").user("a walrus after the refusal")
+        ix.reconcile(True).result(60)
+        ix.compact("all").result(60)
+        assert ix._thread is not None and ix._thread.is_alive()
+        assert [s.state for s in ix.writer.segments.segments].count("sorted") == 1
+        assert len(search_sessions(d.service, {"query": "walrus"})["hits"]) == 2
+    finally:
+        d.close()
+
+
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
     """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
     from aivault.broker.daemon import Daemon
