@@ -106,6 +106,29 @@ class InprocDaemon:
         self.daemon.close()
 
 
+def empty_roots(base: Path) -> dict[str, Path]:
+    """A Claude Code and a Codex transcript root under ``base``, created empty."""
+    roots = {"claude": base / "claude" / "projects", "codex": base / "codex" / "sessions"}
+    for r in roots.values():
+        r.mkdir(parents=True)
+    return roots
+
+
+def merged_daemon(path: Path, roots: dict[str, Path]) -> InprocDaemon:
+    """A daemon (lexical only) over ``roots`` with everything indexed and merged into sorted segments."""
+    home = Home.resolve(path).ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    d = InprocDaemon(home, roots)
+    try:
+        d.reconcile()
+        d.service.indexer.compact("all").result(120)
+    except BaseException:
+        d.close()
+        raise
+    return d
+
+
 @pytest.fixture
 def inproc_daemon(home: Home, roots: dict[str, Path]) -> Iterator[InprocDaemon]:
     d = InprocDaemon(home, roots)

@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-from aivault import policy
-from aivault.home import Home
 from aivault.query import bm25, chunk_texts, postings, sql
 from aivault.query.engine import Engine
 from aivault.query.fastrank import SessionTable
@@ -34,7 +32,7 @@ from aivault.query.snippets import Matcher, _best_window, _spans
 from aivault.text import iter_tokens, normalize, query_terms
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, lexical_only
+from tests.conftest import InprocDaemon, empty_roots, merged_daemon
 
 
 class Index:
@@ -63,27 +61,12 @@ def _warm(fast: Engine, side: PostingsSidecars) -> None:
         assert side.wait_built(120)
 
 
-def _merged_daemon(path: Path, roots: dict[str, Path]) -> InprocDaemon:
-    """A daemon (lexical only) over ``roots`` with everything indexed and merged into sorted segments."""
-    home = Home.resolve(path).ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    d = InprocDaemon(home, roots)
-    try:
-        d.reconcile()
-        d.service.indexer.compact("all").result(120)
-    except BaseException:
-        d.close()
-        raise
-    return d
-
-
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     base = tmp_path_factory.mktemp("fastrank")
     generate(base / "corpus", 4000, seed=7)
     roots = {"claude": base / "corpus" / "claude" / "projects", "codex": base / "corpus" / "codex" / "sessions"}
-    d = _merged_daemon(base / "home", roots)
+    d = merged_daemon(base / "home", roots)
     try:
         # After the merge: new sessions (an unsorted segment) and rewritten ones (their old postings stay
         # in the sorted segment, their sessions and chunks are gone).
@@ -210,7 +193,7 @@ def _small_merged_daemon(tmp_path: Path, seed: int) -> tuple[InprocDaemon, dict[
     generate(tmp_path / "corpus", 600, seed=seed)
     shutil.copytree(tmp_path / "corpus" / "claude" / "projects", roots["claude"])
     shutil.copytree(tmp_path / "corpus" / "codex" / "sessions", roots["codex"])
-    return _merged_daemon(tmp_path / "home", roots), roots
+    return merged_daemon(tmp_path / "home", roots), roots
 
 
 def _evidence_both_ways(svc: Any, engine: Engine, ids: list[int]) -> tuple[list[Any], list[Any]]:
@@ -467,14 +450,12 @@ def _segments(svc: Any) -> list[tuple[str, str]]:
 
 def test_the_daemon_builds_uses_and_clears_its_sidecars(tmp_path: Path) -> None:
     """A daemon over a merged index writes the sidecar folder by itself, answers from it, and clear deletes it."""
-    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
-    for r in roots.values():
-        r.mkdir(parents=True)
+    roots = empty_roots(tmp_path)
     for i in range(5):
         w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}")
         w.user(f"the duckdb lock error in service {i}")
         w.assistant("closed the handle")
-    d = _merged_daemon(tmp_path / "home", roots)
+    d = merged_daemon(tmp_path / "home", roots)
     home = d.home
     try:
         first = d.search("duckdb lock")
@@ -585,16 +566,14 @@ def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: 
 def test_a_pages_session_rows_are_read_once_per_generation_and_follow_a_change(tmp_path: Path) -> None:
     """The sidecar path keeps each session's row for its generation (all of them read on the sidecar thread, a read
     that finds another generation keeping nothing); a retitled session shows its new title."""
-    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
-    for r in roots.values():
-        r.mkdir(parents=True)
+    roots = empty_roots(tmp_path)
     writers = []
     for i in range(3):
         w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}").title(f"lock saga {i}")
         w.user(f"the duckdb lock error in service {i}")
         w.assistant("closed the handle")
         writers.append(w)
-    d = _merged_daemon(tmp_path / "home", roots)
+    d = merged_daemon(tmp_path / "home", roots)
     try:
         postings = d.service.engine.postings
         assert postings is not None

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import duckdb
 
-from aivault import policy
-from aivault.home import Home
 from aivault.indexer.duck import one
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, lexical_only
+from tests.conftest import empty_roots, merged_daemon
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -71,20 +69,13 @@ def test_one_ends_its_statement_where_fetchone_leaves_it_open(tmp_path: Path) ->
 
 def test_an_idle_daemon_pins_no_write(tmp_path: Path) -> None:
     """After indexing, merging and searches (sidecars built and pruned), a write commits and checkpoints."""
-    roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
-    for r in roots.values():
-        r.mkdir(parents=True)
+    roots = empty_roots(tmp_path)
     for i in range(6):
         w = ClaudeWriter(roots["claude"], cwd=f"/home/dev/s{i}")
         w.user(f"the duckdb lock error in service {i}")
         w.assistant("closed the read-only handle")
-    home = Home.resolve(tmp_path / "home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    d = InprocDaemon(home, roots)
+    d = merged_daemon(tmp_path / "home", roots)
     try:
-        d.reconcile()
-        d.service.indexer.compact("all").result(120)
         for q in ("duckdb lock", "handle", "service 3"):
             assert d.search(q)["kind"] == "results"
         svc = d.service
