@@ -14,6 +14,7 @@ logger would drop it.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 from collections.abc import MutableMapping
@@ -32,6 +33,9 @@ _current = "warning"
 _process = "aivault"
 _configured = False  # configure() was called; structlog gets its settings when it is loaded
 _applied = False  # structlog has been loaded and given them
+# Held while structlog is given this process's settings: another thread's first line must wait for
+# them, or it would be written with structlog's defaults (to stdout, into a command's --json output).
+_apply_lock = _thread.allocate_lock()  # _thread: importing threading would cost a client call ~1 ms
 
 
 def current_level_name() -> str:
@@ -46,7 +50,8 @@ def configure(default_level: str = "warning", *, process: str = "aivault") -> No
     _process = process
     _configured = True
     if "structlog" in sys.modules:
-        _apply()
+        with _apply_lock:
+            _apply()
 
 
 def _add_process(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -58,10 +63,10 @@ def _add_process(logger: Any, method: str, event_dict: MutableMapping[str, Any])
 
 
 def _apply() -> None:
+    """Give structlog this process's settings (the caller holds ``_apply_lock``)."""
     global _applied
     import structlog
 
-    _applied = True
     renderer: structlog.typing.Processor
     if sys.stderr.isatty():
         renderer = structlog.dev.ConsoleRenderer(colors=True)
@@ -81,6 +86,7 @@ def _apply() -> None:
         logger_factory=lambda *args: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _applied = True
 
 
 def _load() -> None:
@@ -88,8 +94,11 @@ def _load() -> None:
     and nobody configured structlog since (a test's ``capture_logs`` does)."""
     import structlog
 
-    if _configured and not _applied and not structlog.is_configured():
-        _apply()
+    if _applied or not _configured:
+        return
+    with _apply_lock:
+        if not _applied and not structlog.is_configured():
+            _apply()
 
 
 def _drop(*args: Any, **kw: Any) -> None:
