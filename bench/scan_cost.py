@@ -105,6 +105,14 @@ def scan_agent(corpus: Path, agent: str, info: dict[str, Any], tok: Tokenizer) -
             "read_s_per_mb": cost.read / mb if mb else 0.0}
 
 
+def _plain_layout(corpus: Path) -> dict[str, dict[str, Any]]:
+    """The agents of a corpus written without ``--mix``: bench.run's roots, sizes from the files."""
+    roots = {"claude": ["claude/projects"], "codex": ["codex/sessions", "codex/archived_sessions"]}
+    return {agent: {"roots": rels, "bytes": sum(f.stat().st_size for rel in rels
+                                                 for f in (corpus / rel).rglob("*") if f.is_file())}
+            for agent, rels in roots.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scan_cost", description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="a corpus written by bench.gen_corpus --mix")
@@ -114,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=30)
     args = ap.parse_args(argv)
     manifest = json.loads((args.corpus / "manifest.json").read_text())
+    if "agents" not in manifest:  # the lexical bench's Claude Code + Codex corpus (bench.run)
+        manifest["agents"] = _plain_layout(args.corpus)
     wanted = [a for a in args.agents.split(",") if a] or list(manifest["agents"])
     tok = Tokenizer()
     for agent in wanted:  # fills the tokenizer's vocabulary, as the first part of a real pass does
