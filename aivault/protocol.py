@@ -343,6 +343,10 @@ BATCH_MAX_BYTES: Final = 4 * 1024 * 1024
 # 81 -> 58 s, the whole index 127 -> 105 s; peak RSS of a scanner 209 -> 340 MB, of the indexer
 # 992 -> 1,037 MB (MAX_INFLIGHT_BATCHES of the larger batches in flight).
 BULK_BATCH_SCALE: Final = 4
+# A bulk load's scanners keep this many of their larger batches in flight, so the batches queued
+# in the indexer weigh about what the daemon's do (two scanners x four 16-MB batches of text and
+# postings held ~250 MB of the indexer's peak RSS); two still leave the indexer a batch waiting.
+BULK_MAX_INFLIGHT_BATCHES: Final = 2
 # A batch's msgpack header (file parts with parser states, gone paths, titles) stays under this,
 # half the ingest header limit in aivault/codec.py.
 BATCH_MAX_HEADER_BYTES: Final = 512 * 1024

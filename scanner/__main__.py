@@ -18,7 +18,13 @@ from collections import deque
 from aivault import log
 from aivault.codec import IngestMessage
 from aivault.errors import IndexerGone, InvalidRoot, Resync, StopRequested
-from aivault.protocol import BULK_BATCH_SCALE, K_PASS_DONE, PassDone
+from aivault.protocol import (
+    BULK_BATCH_SCALE,
+    BULK_MAX_INFLIGHT_BATCHES,
+    K_PASS_DONE,
+    MAX_INFLIGHT_BATCHES,
+    PassDone,
+)
 from aivault.scanner.discover import Root, default_roots, parse_root_spec
 from aivault.scanner.link import Link
 from aivault.scanner.scan import Scanner
@@ -122,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"scanner: --shard must look like K/N with 0 <= K < N, got {args.shard!r}", file=sys.stderr)
         return 2
-    link = Link(args.connect, parent=parent)
+    link = Link(args.connect, parent=parent,
+                max_inflight=BULK_MAX_INFLIGHT_BATCHES if args.bulk else MAX_INFLIGHT_BATCHES)
     scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token,
                       batch_scale=BULK_BATCH_SCALE if args.bulk else 1)
     watcher = Watcher(roots, enabled=args.watch)

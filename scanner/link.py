@@ -1,6 +1,7 @@
 """The scanner's end of the ingest socket: credit-based flow control and liveness.
 
-The scanner may have at most ``MAX_INFLIGHT_BATCHES`` batches unacknowledged; sending
+The scanner may have at most ``MAX_INFLIGHT_BATCHES`` batches unacknowledged (a bulk load's,
+``BULK_MAX_INFLIGHT_BATCHES`` of its larger ones); sending
 another blocks until an ACK frees a slot. With bounded batches this bounds the memory both
 processes hold when the indexer is slower than the scanner. Control messages (RECONCILE,
 STOP) that arrive while a pass is running are queued for the main loop.
@@ -35,11 +36,13 @@ _log = log.get("scanner.link")
 
 
 class Link:
-    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None, *, parent: int | None = None) -> None:
+    def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None, *, parent: int | None = None,
+                 max_inflight: int = MAX_INFLIGHT_BATCHES) -> None:
         self.ctx = ctx or zmq.Context.instance()
+        self.max_inflight = max_inflight
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)
-        self.sock.setsockopt(zmq.SNDHWM, MAX_INFLIGHT_BATCHES + 16)
+        self.sock.setsockopt(zmq.SNDHWM, max_inflight + 16)
         self.sock.connect(endpoint)
         self.parent = os.getppid() if parent is None else parent
         # seq -> the paths of the batch's file parts, until its ACK
@@ -59,7 +62,7 @@ class Link:
         self.sock.send_multipart(encode_ingest(kind, header, payload), copy=False)
 
     def send_batch(self, kind: bytes, header: Batch, payload: list[bytes]) -> None:
-        while len(self.inflight) >= MAX_INFLIGHT_BATCHES:
+        while len(self.inflight) >= self.max_inflight:
             self.pump(timeout_s=1.0)
         self.inflight[header["seq"]] = [f["path"] for f in header.get("files", [])]
         self.send(kind, header, payload)

@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq
 
 from aivault.codec import RpcRequest, decode_ingest, decode_reply, encode_ingest, encode_request
 from aivault.home import Home
 from aivault.protocol import (
+    BULK_MAX_INFLIGHT_BATCHES,
     INGEST_MAGIC,
     K_ACK,
     K_BATCH,
@@ -36,11 +38,16 @@ def _recv(sock: zmq.Socket[bytes], timeout_s: float) -> list[bytes] | None:
     return None
 
 
-def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path: Path, roots: dict[str, Path]) -> None:
-    """With no ACKs the scanner has at most MAX_INFLIGHT_BATCHES batches out; each ACK frees one more."""
-    for s in range(10):  # 25,000 messages: more batches than the window
+@pytest.mark.parametrize(("bulk", "window", "per_session"), [(False, MAX_INFLIGHT_BATCHES, 2500),
+                                                           (True, BULK_MAX_INFLIGHT_BATCHES, 7000)])
+def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path: Path, roots: dict[str, Path],
+                                                                        bulk: bool, window: int,
+                                                                        per_session: int) -> None:
+    """With no ACKs the scanner has at most its window of batches out (a bulk load's is smaller); each ACK
+    frees one more."""
+    for s in range(10):  # 25,000 / 70,000 messages: more batches than the window (bulk ones hold 16,000)
         c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{s}")
-        for i in range(2500):
+        for i in range(per_session):
             c.user(f"message {i} in session {s}")
     endpoint = f"ipc://{tmp_path / 'ingest.sock'}"
     ctx: zmq.Context[Any] = zmq.Context.instance()
@@ -49,7 +56,7 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
     router.bind(endpoint)
     env = cli_env(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "aivault.scanner", "--connect", endpoint, "--no-default-roots",
-                             "--root", f"claude={roots['claude']}"], env=env, cwd=REPO)
+                             "--root", f"claude={roots['claude']}", *(["--bulk"] if bulk else [])], env=env, cwd=REPO)
     try:
         frames = _recv(router, 20)
         assert frames is not None
@@ -69,7 +76,7 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
             m = decode_ingest(frames[1:], SCANNER_KINDS)
             if m.kind == K_BATCH:
                 batches.append(m.header["seq"])
-        assert len(batches) == MAX_INFLIGHT_BATCHES
+        assert len(batches) == window
         send(K_ACK, {"seq": batches[0], "generation": 1, "messages": 0})
         more: list[int] = []
         while (frames := _recv(router, 2.0)) is not None:
