@@ -31,6 +31,7 @@ from concurrent.futures import Future, InvalidStateError
 import duckdb
 
 from aivault import log, priority
+from aivault.heap import release_free_memory
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
 from aivault.indexer.store import THREADS, now_ms
@@ -95,6 +96,7 @@ class Merges:
                     self._yield(cur)
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()
+            release_free_memory("merge")  # the sort's runs (aivault/heap.py)
             prepare = self.prepare
             if prepare is not None:
                 try:

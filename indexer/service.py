@@ -26,6 +26,7 @@ from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
+from aivault.heap import release_free_memory
 from aivault.home import Home
 from aivault.indexer.mailbox import (
     CompactAsked,
@@ -422,6 +423,8 @@ class IndexerService:
                 if not fut.done():
                     fut.set_result(summary)
             _log.info("pass committed", **summary)
+        if any(r.full for r in done):
+            release_free_memory("full pass")  # its batches (aivault/heap.py); a watcher's small passes skip it
 
     # --- requests from other threads ----------------------------------------------------------
     def _drain_requests(self) -> None:
