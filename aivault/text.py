@@ -96,6 +96,12 @@ _TOKEN_RX = re.compile(r"\w+(?:\+\+|#(?!\w))?|#\d+")
 _CJK_RX = re.compile(rf"[{_CJK_CLASS}]")
 _CJK_SPLIT_RX = re.compile(rf"([{_CJK_CLASS}]+)")
 _SPLIT_RX = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[^\W\dA-Z_]+|[0-9]+")
+# A non-ASCII word character (é, 修, ²...). Text without one, once normalized, has only ASCII
+# words: its other non-ASCII characters (— “ ” … → ✓, emoji) separate words as a space does.
+_NON_ASCII_WORD_RX = re.compile(r"[^\W\x00-\x7f]")
+# Such text is cut as ASCII if it holds at most this many "+" and "#" (each costs a lookup of its
+# surface's regex tokens); beyond, as code does, the regex cuts it.
+_SIGNS_MAX = 12
 
 # Surface forms remembered per process before the tables start over (bounds scanner memory).
 _TABLE_MAX = 2_000_000
@@ -153,6 +159,7 @@ class Tokenizer:
         self._sids: dict[str | bytes, int] = {}
         self._tids: dict[str, int] = {}
         self._vocab: set[str] = set()  # surface words already sent as vocabulary
+        self._surplus: dict[bytes, int] = {}  # surfaces holding "+" or "#": their regex tokens - 1
         # int64 arrays (appends in C); finish() reads them through numpy views it drops before returning.
         self._tid_hash = array("q")
         self._start = array("q")  # per surface id: offset of its terms in _flat
@@ -200,14 +207,53 @@ class Tokenizer:
     def add(self, chunk: int, text: str) -> int:
         """Tokenize one chunk of the batch; returns its length in tokens (BM25's dl)."""
         if text.isascii():
-            cut = text.encode("ascii").translate(_ASCII_SPLIT)
-            n = len(cut.split())
-            if n:
-                self._a_text.append(cut)
-                self._a_chunks.append(chunk)
-                self._a_counts.append(n)
-            return n
-        toks = _TOKEN_RX.findall(normalize(text))
+            return self._add_ascii(chunk, text.encode("ascii").translate(_ASCII_SPLIT))
+        text = normalize(text)
+        signs = text.count("+") + text.count("#")
+        if signs <= _SIGNS_MAX and _NON_ASCII_WORD_RX.search(text) is None:
+            # ASCII words between non-ASCII separators (prose with dashes, quotes and arrows): each
+            # non-ASCII character becomes "?", which the translation makes a space, so the surfaces
+            # and their terms are the regex's. The length is the regex's count of tokens, as for
+            # any non-ASCII text (an ASCII text's stays its count of surfaces, as indexes were built).
+            cut = text.encode("ascii", "replace").translate(_ASCII_SPLIT)
+            n = self._add_ascii(chunk, cut)
+            return n + self._sign_surplus(cut) if signs else n
+        return self._add_regex(chunk, text)
+
+    def _sign_surplus(self, cut: bytes) -> int:
+        """How many more tokens the regex finds in ``cut`` than it has surfaces: a surface holding
+        "+" or "#" may be several tokens ("a+b") or none ("+"). No token spans a separator, so each
+        such surface cut alone gives what the regex gives in the whole text."""
+        surplus = 0
+        end = 0
+        while True:
+            plus, sharp = cut.find(b"+", end), cut.find(b"#", end)
+            at = sharp if plus < 0 or 0 <= sharp < plus else plus
+            if at < 0:
+                return surplus
+            start = cut.rfind(b" ", 0, at) + 1
+            end = cut.find(b" ", at)
+            if end < 0:
+                end = len(cut)
+            surface = cut[start:end]
+            extra = self._surplus.get(surface)
+            if extra is None:
+                extra = len(_TOKEN_RX.findall(surface.decode("ascii"))) - 1
+                self._surplus[surface] = extra
+            surplus += extra
+
+    def _add_ascii(self, chunk: int, cut: bytes) -> int:
+        """A chunk's translated ASCII text, cut in ``finish``; returns its token count."""
+        n = len(cut.split())
+        if n:
+            self._a_text.append(cut)
+            self._a_chunks.append(chunk)
+            self._a_counts.append(n)
+        return n
+
+    def _add_regex(self, chunk: int, text: str) -> int:
+        """A chunk's normalized text cut by the regex, each token looked up now; returns its token count."""
+        toks = _TOKEN_RX.findall(text)
         if not toks:
             return 0
         ids = list(map(self._sids.get, toks))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from aivault.text import Tokenizer
+from aivault.text import Tokenizer, normalize
 
 
 def _alone(text: str) -> dict[int, int]:
@@ -31,3 +31,35 @@ def test_a_batch_of_mixed_chunks_gives_each_chunk_its_own_postings() -> None:
         assert got == want
         assert [n > 0 for n in lengths] == [bool(_alone(t)) for t in texts]
         assert tok.pending_tokens == 0
+
+
+def _postings(tok: Tokenizer, texts: list[str], regex_only: bool) -> tuple[list[int], list[tuple[int, int, int]]]:
+    # The reference is the tokenizer before the fast path: ASCII text cut as bytes, any other by the regex.
+    lengths = [tok._add_regex(i, normalize(t)) if regex_only and not t.isascii() else tok.add(i, t)
+               for i, t in enumerate(texts)]
+    chunk, terms, tf = tok.finish()
+    # Sorted: within a chunk the rows follow the tokenizer's own term ids, which depend on what it saw first.
+    return lengths, sorted(zip(chunk.tolist(), terms.tolist(), tf.tolist(), strict=True))
+
+
+def test_ascii_words_between_non_ascii_separators_take_the_ascii_path_with_the_regex_results() -> None:
+    """Prose with dashes, quotes, arrows or emoji is cut as ASCII, with exactly the regex path's tokens."""
+    probe = Tokenizer()
+    probe.add(0, "fix \u2014 the \u201clock\u201d \u2192 done \u2713 \U0001f389")
+    assert probe._a_text and not probe._b_sid  # the ASCII path, not the regex
+    assert probe.add(1, "caf\u00e9 \u2014 lock") == 2  # a non-ASCII word: the regex path
+    # A few "+" or "#": the ASCII path, counting as the regex does ("a+b" two tokens, "+" none).
+    assert probe.add(2, "a+b \u2014 C# + lock") == 4 and len(probe._a_text) == 2
+    assert probe.add(3, "x += 1 \u2192 " * 13) == 26  # many: the regex path
+    assert probe._b_counts == [2, 26]
+    rnd = random.Random(5)
+    words = ["fooBar", "foo_bar", "HTTPServer", "lock", "Locks", "x", "2024", "don", "t", "the", "DuckDB", "v2_rc1"]
+    seps = [" ", "\u2014", "\u2013", "\u201c", "\u201d", "\u2019", "\u2026", "\u2192", "\u2713", "\U0001f389",
+            "\u00a0", "\u3000", "\u0301", "\ufb01", "\uff21", "\u00b2", "\u00bd", "-", ".", "\n", "\ud83d", "C++", "#7",
+            "na\u00efve", "\u4fee\u5fa9"]
+    fast, slow = Tokenizer(), Tokenizer()
+    for _ in range(40):
+        texts = ["".join(rnd.choice(words) + rnd.choice(seps) for _ in range(rnd.randint(0, 30)))
+                 for _ in range(rnd.randint(1, 40))]
+        assert _postings(fast, texts, False) == _postings(slow, texts, True)
+    assert sorted(fast.drain_new_terms()) == sorted(slow.drain_new_terms())
