@@ -94,6 +94,8 @@ class Merges:
                 self._running = (threading.get_native_id(), False)
                 if searching is not None and searching():
                     self._yield(cur)
+                if self.threads is None:  # a bulk load's sort: its pass committed with fewer threads
+                    cur.execute(f"SET threads = {THREADS}")
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()
             release_free_memory("merge")  # the sort's runs (aivault/heap.py)

@@ -45,7 +45,9 @@ from aivault.indexer.scanners import EXIT_USAGE, Progress, ScannerPool, Slot, de
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import (
     BULK_MEMORY_LIMIT,
+    BULK_PASS_THREADS,
     MEMORY_LIMIT,
+    THREADS,
     Meta,
     WriteFailure,
     classify_write_error,
@@ -111,6 +113,7 @@ class IndexerService:
         self.con = con
         if bulk:
             con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
+            con.execute(f"SET threads = {BULK_PASS_THREADS}")
         self.writer = Writer(con.cursor(), meta, self.lock)
         self.merges = Merges(con, self.writer, self._post)
         if bulk:
@@ -449,6 +452,7 @@ class IndexerService:
                 if self.bulk:
                     self.bulk = False
                     self.writer.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+                    self.writer.con.execute(f"SET threads = {THREADS}")
                     self.merges.threads = MERGE_THREADS
                     _log.info("bulk load ended: sorting its postings for searches")
                     self.merges.compact(self.merges.mode or "frozen")

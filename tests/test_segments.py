@@ -17,7 +17,7 @@ import aivault.query.local
 from aivault.errors import IndexerClosed
 from aivault.home import Home
 from aivault.indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
-from aivault.indexer.store import BULK_MEMORY_LIMIT, MEMORY_LIMIT
+from aivault.indexer.store import BULK_MEMORY_LIMIT, BULK_PASS_THREADS, MEMORY_LIMIT, THREADS
 from aivault.priority import BACKGROUND_NICE
 from tests.builders import ClaudeWriter
 from tests.conftest import root_args, wait_until
@@ -89,6 +89,10 @@ def _memory_limit(daemon: Any) -> str:
     return str(daemon.service.indexer.writer.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
 
 
+def _threads(daemon: Any) -> int:
+    return int(daemon.service.indexer.writer.con.execute("SELECT current_setting('threads')").fetchone()[0])
+
+
 def _limit_of(setting: str) -> str:
     con = duckdb.connect(config={"memory_limit": setting})
     try:
@@ -99,7 +103,8 @@ def _limit_of(setting: str) -> str:
 
 def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: dict[str, Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-shot index sorts nothing until its final compaction; a search ends the bulk load."""
+    """A one-shot index sorts nothing until its final compaction and commits with fewer DuckDB threads; a search
+    ends the bulk load."""
     from aivault.broker.daemon import Daemon
     from aivault.query.service import search_sessions
 
@@ -119,11 +124,13 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         assert _states(d) == ["active"] and d.service.indexer.writer.segments.active.rows > 50 * L0_FANIN
         # ... and DuckDB keeps less of what it wrote cached than it may while searches run.
         assert _memory_limit(d) == _limit_of(BULK_MEMORY_LIMIT) != _limit_of(MEMORY_LIMIT)
+        assert _threads(d) == BULK_PASS_THREADS < THREADS  # the scanners have the other cores
         # A search during a bulk load (another client through the daemon socket) ends it: the
         # pile is frozen and sorted without waiting for more.
         assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
         assert wait_until(lambda: "sorted" in _states(d) and "frozen" not in _states(d), timeout=30), _states(d)
         assert _memory_limit(d) == _limit_of(MEMORY_LIMIT)
+        assert wait_until(lambda: _threads(d) == THREADS, timeout=30)  # once the merges the search began end
         ClaudeWriter(roots["claude"], cwd="/home/dev/late").user("walrus late " + " ".join(
             f"late{j}" for j in range(60)))
         sessions += 1
@@ -140,12 +147,11 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
 
 def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody_searches(
         home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A bulk load's final sort runs with every DuckDB thread; a merge that starts while people search (a
-    search within MERGE_QUIET_S) runs with MERGE_THREADS, one that starts with nobody searching with every
-    thread again, and the database's setting is put back when a merge ends."""
+    """A bulk load commits with BULK_PASS_THREADS and sorts at the end with every DuckDB thread; a merge that
+    starts while people search (a search within MERGE_QUIET_S) runs with MERGE_THREADS, one that starts with
+    nobody searching with every thread again, and the database's setting is put back when a merge ends."""
     from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
-    from aivault.indexer.store import THREADS
     from aivault.query.service import search_sessions
 
     assert MERGE_THREADS < THREADS
@@ -172,6 +178,7 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
         ix.merges.prepare = record
         ClaudeWriter(roots["claude"], cwd="/home/dev/bulk").user("a walrus in the bulk load")
         ix.reconcile(True).result(60)
+        assert _threads(d) == BULK_PASS_THREADS < THREADS  # its batches committed with fewer
         ix.compact("all").result(60)
         assert seen == [THREADS], seen
         assert search_sessions(d.service, {"query": "walrus"})["hits"]  # a search ends the bulk load
@@ -203,7 +210,6 @@ def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
     thread's priority as soon as a search begins, and the setting is put back when it ends."""
     from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
-    from aivault.indexer.store import THREADS
     from aivault.query.service import search_sessions
 
     monkeypatch.setattr(aivault.query.local, "MERGE_QUIET_S", 0.0)  # nobody searched "recently"
