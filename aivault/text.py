@@ -143,11 +143,12 @@ def _word_parts(token: str) -> list[str]:
 class Tokenizer:
     """Turns the chunks of a batch into postings: (chunk index, term hash, tf) arrays.
 
-    An ASCII chunk is translated and kept until ``finish``, which cuts the whole batch's ASCII
-    text at once (numpy) and maps each distinct token to its surface id (Arrow's dictionary
-    encoding, then one dict lookup per distinct token); other text is cut by the regex and looked
-    up per token. Each distinct surface form is expanded to its terms once per process and kept in a CSR table,
-    and the batch's (chunk, term) pairs are counted with numpy. One instance per process.
+    An ASCII chunk (or one whose non-ASCII characters only separate words) is translated and kept
+    until ``finish``, which cuts the whole batch's ASCII text at once (numpy) and maps each distinct
+    token to its surface id (Arrow's dictionary encoding, then one dict lookup per distinct token);
+    other text is cut by the regex and looked up per token. Each distinct surface form is expanded
+    to its terms once per process and kept in a CSR table, and the batch's (chunk, term) pairs are
+    counted with numpy. One instance per process.
     """
 
     def __init__(self) -> None:
