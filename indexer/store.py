@@ -40,7 +40,7 @@ THREADS = int(os.environ.get("AIVAULT_DUCKDB_THREADS", "2"))
 # A bulk load's batches commit with this many DuckDB threads, and its final sort with THREADS: the
 # scanners keep the other cores busy during the pass, where a second DuckDB thread only contends
 # with them (1M messages on 2 cores: a pass of 27.6-33.5 s with two threads, 25.1 s with one).
-BULK_PASS_THREADS = int(os.environ.get("AIVAULT_DUCKDB_BULK_THREADS", "1"))
+BULK_PASS_THREADS = max(1, int(os.environ.get("AIVAULT_DUCKDB_BULK_THREADS", "1")))
 # A larger WAL between checkpoints keeps batch commits cheap; a checkpoint costs what changed.
 CHECKPOINT_THRESHOLD = "256MB"
 
