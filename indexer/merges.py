@@ -23,7 +23,6 @@ frozen segments do not pile up faster than they are merged.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -31,6 +30,7 @@ from concurrent.futures import Future, InvalidStateError
 import duckdb
 
 from aivault import log, priority
+from aivault.envvars import env_int
 from aivault.heap import release_free_memory
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
@@ -41,7 +41,7 @@ _log = log.get("indexer.merges")
 
 # DuckDB threads a daemon's merge sorts with while people search, leaving the other core to them:
 # a search in flight or ended less than MERGE_QUIET_S ago when the merge starts.
-MERGE_THREADS = max(1, min(THREADS, int(os.environ.get("AIVAULT_MERGE_THREADS", "1"))))
+MERGE_THREADS = min(THREADS, env_int("AIVAULT_MERGE_THREADS", 1))
 MERGE_QUIET_S = 30.0
 
 

@@ -14,7 +14,6 @@ exclusive side of ``SegmentLock`` that queries hold shared while they run.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from aivault import log
+from aivault.envvars import env_int
 from aivault.indexer import schema as q
 from aivault.indexer.duck import one
 from aivault.indexer.store import now_ms, transaction
@@ -32,7 +32,7 @@ _log = log.get("indexer.segments")
 # Postings in the active segment before it is frozen. Every query scans the active segment
 # unsorted, so it is kept to about a millisecond's worth; size-tiered merging keeps the total
 # merge work O(n log n) however small this is.
-FREEZE_ROWS = int(os.environ.get("AIVAULT_FREEZE_ROWS", "300000"))
+FREEZE_ROWS = env_int("AIVAULT_FREEZE_ROWS", 300_000)
 # Merge policy (see SegmentSet.plan).
 L0_FANIN = 6
 TIER_FANIN = 4

@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 from aivault import log
+from aivault.envvars import env_int
 from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked, IndexMissing
 from aivault.home import Home
 from aivault.indexer import schema as q
@@ -36,11 +37,11 @@ MEMORY_LIMIT = os.environ.get("AIVAULT_DUCKDB_MEMORY", "1GB")
 # keeps what it wrote cached up to its limit, which at 1M messages put the indexer at 1.6 GB RSS
 # (600 MB: 1.2 GB, no more CPU; the final sort spills to disk instead). Searches get MEMORY_LIMIT back.
 BULK_MEMORY_LIMIT = os.environ.get("AIVAULT_DUCKDB_BULK_MEMORY", "512MB")
-THREADS = int(os.environ.get("AIVAULT_DUCKDB_THREADS", "2"))
+THREADS = env_int("AIVAULT_DUCKDB_THREADS", 2)
 # A bulk load's batches commit with this many DuckDB threads, and its final sort with THREADS: the
 # scanners keep the other cores busy during the pass, where a second DuckDB thread only contends
 # with them (1M messages on 2 cores: a pass of 27.6-33.5 s with two threads, 25.1 s with one).
-BULK_PASS_THREADS = max(1, int(os.environ.get("AIVAULT_DUCKDB_BULK_THREADS", "1")))
+BULK_PASS_THREADS = env_int("AIVAULT_DUCKDB_BULK_THREADS", 1)
 # A larger WAL between checkpoints keeps batch commits cheap; a checkpoint costs what changed.
 CHECKPOINT_THRESHOLD = "256MB"
 

@@ -49,6 +49,7 @@ import duckdb
 import numpy as np
 
 from aivault import log, priority
+from aivault.envvars import env_int
 from aivault.indexer.duck import one
 from aivault.indexer.schema import SELECT_IDENTITY
 from aivault.indexer.segments import SegmentLock
@@ -72,7 +73,7 @@ FORMAT = 1
 # segment at AIVAULT_FREEZE_ROWS (300k) postings and merges frozen ones six at a time, or after 10 s
 # without batches; while a burst of new transcripts outruns the merges, frozen segments pile up
 # (1M messages and 300k new ones at once: eight of ~475k, 3.8M postings, beside the merge).
-TAIL_MAX_ROWS = int(os.environ.get("AIVAULT_TAIL_MAX_ROWS", "6000000"))
+TAIL_MAX_ROWS = env_int("AIVAULT_TAIL_MAX_ROWS", 6_000_000, minimum=0)
 
 
 def sidecar_dir(db_path: Path) -> Path:
