@@ -15,7 +15,7 @@ import sys
 import time
 from collections import deque
 
-from aivault import log
+from aivault import log, priority
 from aivault.codec import IngestMessage
 from aivault.errors import IndexerGone, InvalidRoot, Resync, StopRequested
 from aivault.protocol import (
@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scanner: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # Parsing a burst of new transcripts is background work: searches in the daemon take a core
+    # first (aivault/priority.py). Before the link's ZeroMQ threads start, so they inherit it.
+    priority.background_thread()
     parent = args.parent if args.parent is not None else os.getppid()
     if not _tie_to_parent(parent):
         logger.info("scanner exiting", reason=f"parent {parent} is gone")

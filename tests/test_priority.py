@@ -39,3 +39,25 @@ def test_the_sidecar_thread_runs_at_the_background_priority(inproc_daemon: Inpro
     side.later(lambda cur: seen.append(_nice()))
     assert side.wait_built(60)
     assert seen == [max(os.getpriority(os.PRIO_PROCESS, 0), BACKGROUND_NICE)]
+
+
+def _thread_nices(pid: int) -> list[int]:
+    """The nice value of each thread of process ``pid`` (field 19 of /proc/PID/task/TID/stat)."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            stat = f.read()
+        out.append(int(stat[stat.rindex(")") + 2:].split()[16]))
+    return out
+
+
+def test_the_scanner_processes_run_at_the_background_priority(inproc_daemon: InprocDaemon) -> None:
+    """Every thread of a daemon's scanner processes (parsing, ZeroMQ's) yields the CPU to the daemon's searches."""
+    inproc_daemon.reconcile()
+    pids = [slot.proc.pid for slot in inproc_daemon.service.indexer.slots if slot.proc is not None]
+    assert pids
+    floor = max(os.getpriority(os.PRIO_PROCESS, 0), BACKGROUND_NICE)
+    for pid in pids:
+        nices = _thread_nices(pid)
+        assert len(nices) > 1  # the interpreter's thread and ZeroMQ's
+        assert all(n == floor for n in nices), nices
