@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from aivault.query.hybrid import SIMILARITY_FLOOR, fuse
 from aivault.scanner.claude import ClaudeParser
 from aivault.scanner.codex import CodexParser
-from bench.quality import run
+from bench.quality import fusion, run
 from bench.quality.checks import check_query, content_words, session_terms, shared_words
 from bench.quality.corpus import KINDS, build, label, load_queries
 from bench.quality.incident import Incident, Step, parse_incident, parse_script
@@ -370,3 +371,42 @@ def test_locomo_conversations_become_scoped_questions_over_one_transcript_per_se
     assert [m.text for m in messages] == ["I adopted a dog", "What is its name?"]
     assert parser.session.cwd == "/home/locomo/conv-7"
     assert run.request(queries[0])["filters"] == {"scopePaths": ["/home/locomo/conv-7"]}
+
+
+# --- fusion replay (bench.quality.fusion) -------------------------------------------------------
+
+def _recorded(route: str, relevant: list[int]) -> dict[str, object]:
+    """One recorded query as bench.quality.fusion.capture writes it."""
+    return {"id": "q", "kind": "paraphrase", "relevant": relevant,
+            "in": {"lexical": [[1, 10.0, 100], [2, 8.0, 200]], "route": route,
+                   "vector": [[3, 300, 0.60], [2, 201, 0.50], [4, 400, 0.40]],
+                   "coverage": {"1": 0.5, "2": 1.0}, "updated": {"1": 5, "2": 5, "3": 5, "4": 5}}}
+
+
+def test_score_sum_adds_coverage_weighted_bm25_to_rescaled_cosine() -> None:
+    """score-sum by hand: 2 = 0.8 + 0.5, 3 = 1.0, 1 = 0.5, 4 = 0 (the last vector candidate)."""
+    x = fusion.Lists.from_json(_recorded("any", [3])["in"])  # type: ignore[arg-type]
+    assert fusion.score_sum(1.0, 1.0)(x) == [2, 3, 1, 4]
+    # Weighing the lexical side four times as much puts both word matches first: 1 = 2.0, 2 = 3.2 + 0.5.
+    assert fusion.score_sum(4.0, 1.0)(x) == [2, 1, 3, 4]
+
+
+def test_score_sum_keeps_strict_answers_first_and_drops_dissimilar_vector_only_sessions() -> None:
+    """A phrase route's sessions stay ahead of any vector hit; a vector-only session under the floor is no result."""
+    got = _recorded("phrase", [1])["in"]
+    got["vector"] = [[3, 300, 0.60], [5, 500, SIMILARITY_FLOOR - 0.01]]  # type: ignore[index]
+    ranked = fusion.score_sum(0.5, 4.0)(fusion.Lists.from_json(got))  # type: ignore[arg-type]
+    assert ranked[:2] == [1, 2] and 3 in ranked and 5 not in ranked
+
+
+def test_replay_of_the_current_rule_is_hybrid_fuse_and_is_scored_like_a_route() -> None:
+    """'current' ranks exactly as aivault.query.hybrid.fuse; replay scores the ranking with the benchmark's metrics."""
+    rec = _recorded("any", [1])
+    x = fusion.Lists.from_json(rec["in"])  # type: ignore[arg-type]
+    want = [f.sess for f in fuse(x.lexical, x.route, x.vector, x.updated, "relevance", coverage=x.coverage)]
+    assert fusion.current(x) == want
+    rank = want.index(1) + 1
+    m = fusion.replay([rec], fusion.current, KINDS)
+    assert m["paraphrase"]["mrr@10"] == pytest.approx(1 / rank) and m["paraphrase"]["n"] == 1
+    m = fusion.replay([rec], fusion.score_sum(1.0, 1.0), KINDS)
+    assert m["paraphrase"]["mrr@10"] == pytest.approx(1 / 3)  # session 1 is third by hand above
