@@ -410,3 +410,30 @@ def test_replay_of_the_current_rule_is_hybrid_fuse_and_is_scored_like_a_route() 
     assert m["paraphrase"]["mrr@10"] == pytest.approx(1 / rank) and m["paraphrase"]["n"] == 1
     m = fusion.replay([rec], fusion.score_sum(1.0, 1.0), KINDS)
     assert m["paraphrase"]["mrr@10"] == pytest.approx(1 / 3)  # session 1 is third by hand above
+
+
+# --- embedding windows (bench.quality.windows) --------------------------------------------------
+
+def test_windows_join_consecutive_chunks_up_to_the_limit_and_overlap_from_the_middle() -> None:
+    """Windows by hand: 4+1+4 = 9 fits 10, a fifth chunk would not; overlapping ones restart mid-window."""
+    from bench.quality.windows import windows
+
+    chunks = [(1, "aaaa"), (2, "bbbb"), (3, "cccc"), (4, "dddddddddddd"), (5, "ee")]
+    assert windows(chunks, 10, overlap=False) == [(1, "aaaa\nbbbb"), (3, "cccc"), (4, "dddddddddddd"), (5, "ee")]
+    assert windows(chunks, 10, overlap=True) == [(1, "aaaa\nbbbb"), (2, "bbbb\ncccc"), (3, "cccc"),
+                                                 (4, "dddddddddddd"), (5, "ee")]
+    assert windows(chunks, 100, overlap=True) == [(1, "aaaa\nbbbb\ncccc\ndddddddddddd\nee")]  # one is enough
+
+
+def test_nearest_sessions_keep_each_sessions_nearest_item_within_scope_and_count() -> None:
+    """Sessions in order of their nearest item; out-of-scope items are skipped; only k items are looked at."""
+    import numpy as np
+
+    from bench.quality.windows import nearest_sessions
+
+    sims = np.array([0.9, 0.8, 0.7, 0.6, 0.5])
+    sess = np.array([7, 8, 7, 9, 6])
+    ids = np.array([70, 80, 71, 90, 60])
+    assert nearest_sessions(sims, sess, ids, None, k=5) == [(7, 70, 0.9), (8, 80, 0.8), (9, 90, 0.6), (6, 60, 0.5)]
+    assert nearest_sessions(sims, sess, ids, {8, 6}, k=5) == [(8, 80, 0.8), (6, 60, 0.5)]
+    assert nearest_sessions(sims, sess, ids, None, k=2) == [(7, 70, 0.9), (8, 80, 0.8)]
