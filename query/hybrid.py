@@ -158,18 +158,20 @@ def vector_sessions(cur: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray, score
 
 def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vector: list[tuple[int, int, float]],
          updated: dict[int, int], sort: str, *, floor: float = SIMILARITY_FLOOR,
-         coverage: dict[int, float] | None = None) -> list[Fused]:
+         coverage: dict[int, float] | None = None, dominance: float = DOMINANCE,
+         coverage_weight: float = COVERAGE_WEIGHT) -> list[Fused]:
     """Weighted Reciprocal Rank Fusion of two session rankings (ranks start at 1); see the module doc.
 
     ``vector`` is (session, nearest chunk, its similarity), nearest first. A session only the
     vectors found, less similar than ``floor``, is not a result; below the floor the vectors
-    still order the sessions the words found."""
+    still order the sessions the words found. ``dominance`` and ``coverage_weight`` are the
+    module's constants unless a benchmark replays other values (bench/quality/fusion.py)."""
     strict = lexical_route in STRICT_ROUTES
     dominant: int | None = None
     weighed = not strict and bool(coverage)
     if not strict:
         lexical = lexical if weighed else lexical[:LOOSE_DEPTH]
-        if len(lexical) > 1 and lexical[0][1] >= DOMINANCE * lexical[1][1] > 0:
+        if len(lexical) > 1 and lexical[0][1] >= dominance * lexical[1][1] > 0:
             dominant = lexical[0][0]
     lex_rank = {s: i + 1 for i, (s, _, _) in enumerate(lexical)}
     vec_rank = {s: i + 1 for i, (s, _, _) in enumerate(vector)}
@@ -187,7 +189,7 @@ def fuse(lexical: list[tuple[int, float, int | None]], lexical_route: str, vecto
             if strict or s == dominant:
                 score += STRICT_BONUS + 1.0 / (RRF_K + lr)
             elif weighed and coverage is not None:
-                score += COVERAGE_WEIGHT * coverage.get(s, 0.0) / (RRF_K + lr)
+                score += coverage_weight * coverage.get(s, 0.0) / (RRF_K + lr)
             else:
                 score += LOOSE_WEIGHT / (RRF_K + lr)
         if vr:

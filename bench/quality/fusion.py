@@ -112,6 +112,18 @@ def current(x: Lists) -> list[int]:
     return [f.sess for f in fuse(x.lexical, x.route, x.vector, x.updated, "relevance", coverage=x.coverage)]
 
 
+def fuse_with(**weights: float) -> Rule:
+    """``aivault.query.hybrid.fuse`` with other values of its keyword weights (``dominance``,
+    ``coverage_weight``)."""
+    from aivault.query.hybrid import fuse
+
+    def rule(x: Lists) -> list[int]:
+        return [f.sess for f in fuse(x.lexical, x.route, x.vector, x.updated, "relevance", coverage=x.coverage,
+                                     **weights)]
+
+    return rule
+
+
 def score_sum(a: float, b: float) -> Rule:
     """Scores instead of ranks: each loose lexical session adds ``a`` x coverage x BM25 / the best
     BM25, each vector session ``b`` x its cosine rescaled so the nearest is 1 and the last
@@ -143,8 +155,12 @@ def score_sum(a: float, b: float) -> Rule:
 
 
 # Only a / b orders loose sessions (the strict ones stay above both), so b is 1 and a is varied.
+# The shipped rule's own knobs: the BM25 lead that keeps a loose answer first (2.0 shipped) and the
+# weight of an any-word session's coverage (2.0 shipped).
 RULES: dict[str, Rule] = {"current": current, **{f"score-sum a={a:g}": score_sum(a, 1.0)
-                                                 for a in (0.5, 1.0, 2.0, 3.0, 4.0)}}
+                                                 for a in (0.5, 1.0, 2.0, 3.0, 4.0)},
+                          **{f"dominance {d:g}": fuse_with(dominance=d) for d in (1.2, 1.5, 3.0)},
+                          **{f"coverage weight {w:g}": fuse_with(coverage_weight=w) for w in (1.5, 2.5, 3.0)}}
 
 
 def replay(rows: Sequence[Row], rule: Rule, kinds: Sequence[str]) -> dict[str, Any]:
