@@ -412,7 +412,6 @@ def test_replay_of_the_current_rule_is_hybrid_fuse_and_is_scored_like_a_route() 
     assert m["paraphrase"]["mrr@10"] == pytest.approx(1 / 3)  # session 1 is third by hand above
 
 
-
 def test_fuse_with_replays_the_shipped_rule_at_other_weights() -> None:
     """By hand (k = 20): shipped 2 (2/22 + 1/22) > 1 (1/21, ties 3 by id) > 3 > 4; a 1.2 lead makes 1
     dominant; coverage weight 1 drops 1 (0.5/21) below the vector-only 3 and 4."""

@@ -105,16 +105,9 @@ def capture(out: Path, roots: Sequence[str]) -> list[Row]:
         d.close()
 
 
-def current(x: Lists) -> list[int]:
-    """The shipped rule: ``aivault.query.hybrid.fuse``."""
-    from aivault.query.hybrid import fuse
-
-    return [f.sess for f in fuse(x.lexical, x.route, x.vector, x.updated, "relevance", coverage=x.coverage)]
-
-
 def fuse_with(**weights: float) -> Rule:
     """``aivault.query.hybrid.fuse`` with other values of its keyword weights (``dominance``,
-    ``coverage_weight``)."""
+    ``coverage_weight``); with none, the shipped rule (``current``)."""
     from aivault.query.hybrid import fuse
 
     def rule(x: Lists) -> list[int]:
@@ -122,6 +115,9 @@ def fuse_with(**weights: float) -> Rule:
                                      **weights)]
 
     return rule
+
+
+current: Rule = fuse_with()  # the shipped rule: aivault.query.hybrid.fuse at its own weights
 
 
 def score_sum(a: float, b: float) -> Rule:
