@@ -318,13 +318,29 @@ class Tokenizer:
         sid = np.concatenate([np.array(self._b_sid, dtype=np.int64), a_sid])
         chunk = np.repeat(np.array(self._b_chunks + self._a_chunks, dtype=np.int64),
                           np.array(self._b_counts + self._a_counts, dtype=np.int64))
+        # Each token's terms: its surface's first term, then the further ones of the surfaces with
+        # several (one token in eight) -- the order does not matter, the keys are sorted below.
         n = count[sid]
-        total = int(n.sum())
-        rows = np.repeat(np.arange(len(sid)), n)
-        within = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-        tid = flat[start[sid[rows]] + within]
-        key = (chunk[rows] << 32) | tid
-        uniq, tf = np.unique(key, return_counts=True)
+        first = start[sid]
+        if not bool(n.all()):
+            held = n > 0  # a surface of no term at all ("_")
+            first, chunk, n = first[held], chunk[held], n[held]
+        more = np.flatnonzero(n > 1)
+        key = (chunk << 32) | flat[first]
+        if len(more):
+            extra = n[more] - 1
+            rows = np.repeat(more, extra)
+            within = np.arange(1, len(rows) + 1) - np.repeat(np.cumsum(extra) - extra, extra)
+            key = np.concatenate([key, (chunk[rows] << 32) | flat[first[rows] + within]])
+        # np.unique's counts, by a stable sort: the keys come in runs of ascending chunks (the
+        # regex-path chunks, then the ASCII ones), which timsort merges in linear time -- 2.2x
+        # faster than np.unique's quicksort on a bulk batch (bench/README.md).
+        key.sort(kind="stable")
+        first = np.empty(len(key), bool)
+        first[:1] = True
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        at = np.flatnonzero(first)
+        uniq, tf = key[at], np.diff(at, append=len(key))
         out = ((uniq >> 32).astype(np.uint32), hashes[uniq & 0xFFFFFFFF].astype(np.int64),
                np.minimum(tf, 65535).astype(np.uint16))
         del start, count, flat, hashes  # the arrays may grow again only once no view is left

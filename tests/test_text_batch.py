@@ -63,3 +63,34 @@ def test_ascii_words_between_non_ascii_separators_take_the_ascii_path_with_the_r
                  for _ in range(rnd.randint(1, 40))]
         assert _postings(fast, texts, False) == _postings(slow, texts, True)
     assert sorted(fast.drain_new_terms()) == sorted(slow.drain_new_terms())
+
+
+def test_a_batch_s_postings_are_each_token_s_terms_counted_one_by_one() -> None:
+    """finish's array arithmetic equals counting every token's terms in Python, sorted by chunk then term id."""
+    from collections import Counter
+
+    from aivault.text import _ASCII_SPLIT, _TOKEN_RX
+
+    rnd = random.Random(23)
+    # Surfaces of one term, of several ("fooBar", "0x1f", CJK) and of none ("+", "#").
+    words = ["lock", "Locks", "fooBar", "foo_bar", "HTTPServer", "0x1f", "+", "#", "+#", "a+b", "C++", "C#",
+             "x", "the", "caf\u00e9", "\u4fee\u5fa9\u30d0\u30b0", "v2_rc1", "..."]
+    tok = Tokenizer()
+    for _ in range(25):
+        texts = [" ".join(rnd.choice(words) for _ in range(rnd.randint(0, 50))) for _ in range(rnd.randint(1, 80))]
+        for i, t in enumerate(texts):
+            tok.add(i, t)
+        chunk, terms, tf = tok.finish()
+        want: list[tuple[int, int, int]] = []
+        for i, t in enumerate(texts):
+            surfaces: list[str | bytes] = []
+            surfaces += t.encode("ascii").translate(_ASCII_SPLIT).split() if t.isascii() else \
+                _TOKEN_RX.findall(normalize(t))
+            counts: Counter[int] = Counter()
+            for s in surfaces:
+                sid = tok._sids[s]
+                start, n = tok._start[sid], tok._count[sid]
+                counts.update(tok._flat[start:start + n])
+            want += sorted((i, tid, f) for tid, f in counts.items())
+        assert list(zip(chunk.tolist(), terms.tolist(), tf.tolist(), strict=True)) == \
+            [(c, tok._tid_hash[tid], f) for c, tid, f in want]
