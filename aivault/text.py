@@ -323,7 +323,7 @@ class Tokenizer:
         n = count[sid]
         first = start[sid]
         if not bool(n.all()):
-            held = n > 0  # a surface of no term at all ("_")
+            held = n > 0  # a surface of no term at all ("+", "#")
             first, chunk, n = first[held], chunk[held], n[held]
         more = np.flatnonzero(n > 1)
         key = (chunk << 32) | flat[first]
@@ -336,10 +336,10 @@ class Tokenizer:
         # regex-path chunks, then the ASCII ones), which timsort merges in linear time -- 2.2x
         # faster than np.unique's quicksort on a bulk batch (bench/README.md).
         key.sort(kind="stable")
-        first = np.empty(len(key), bool)
-        first[:1] = True
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-        at = np.flatnonzero(first)
+        opens = np.empty(len(key), bool)  # where a run of equal keys starts
+        opens[:1] = True
+        np.not_equal(key[1:], key[:-1], out=opens[1:])
+        at = np.flatnonzero(opens)
         uniq, tf = key[at], np.diff(at, append=len(key))
         out = ((uniq >> 32).astype(np.uint32), hashes[uniq & 0xFFFFFFFF].astype(np.int64),
                np.minimum(tf, 65535).astype(np.uint16))
