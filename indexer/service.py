@@ -26,7 +26,7 @@ from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
-from aivault.heap import release_free_memory
+from aivault.heap import release_free_memory, tune_for_bulk
 from aivault.home import Home
 from aivault.indexer.mailbox import (
     CompactAsked,
@@ -112,6 +112,7 @@ class IndexerService:
         self.lock = SegmentLock()
         self.con = con
         if bulk:
+            tune_for_bulk("indexer")  # its batches' large buffers (aivault/heap.py)
             con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
             con.execute(f"SET threads = {BULK_PASS_THREADS}")
         self.writer = Writer(con.cursor(), meta, self.lock)

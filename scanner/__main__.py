@@ -15,7 +15,7 @@ import sys
 import time
 from collections import deque
 
-from aivault import log, priority
+from aivault import heap, log, priority
 from aivault.codec import IngestMessage
 from aivault.errors import IndexerGone, InvalidRoot, Resync, StopRequested
 from aivault.protocol import (
@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"scanner: --shard must look like K/N with 0 <= K < N, got {args.shard!r}", file=sys.stderr)
         return 2
+    if args.bulk:
+        heap.tune_for_bulk("scanner")  # its batches' large buffers (aivault/heap.py)
     link = Link(args.connect, parent=parent,
                 max_inflight=BULK_MAX_INFLIGHT_BATCHES if args.bulk else MAX_INFLIGHT_BATCHES)
     scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token,
