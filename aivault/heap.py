@@ -32,17 +32,18 @@ _log = log.get("heap")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _find_trim() -> Callable[[int], int] | None:
+def _libc(name: str, *argtypes: type) -> Callable[..., int] | None:
+    """The C library's function ``name`` returning an int, or None where it has none (musl, macOS)."""
     try:
-        fn = ctypes.CDLL(None).malloc_trim
+        fn = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_size_t]
+    fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
-    return fn
+    return fn  # type: ignore[no-any-return]
 
 
-_trim = _find_trim()
+_trim = _libc("malloc_trim", ctypes.c_size_t)
 
 # mallopt(3) parameters (glibc's malloc.h) and what a bulk load sets them to.
 _M_TRIM_THRESHOLD = -1
@@ -51,17 +52,7 @@ BULK_MMAP_THRESHOLD = 64 << 20
 BULK_TRIM_THRESHOLD = 256 << 20
 
 
-def _find_mallopt() -> Callable[[int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_mallopt = _find_mallopt()
+_mallopt = _libc("mallopt", ctypes.c_int, ctypes.c_int)
 
 
 def tune_for_bulk(process: str) -> bool:
