@@ -34,6 +34,14 @@ class CompactAsked:
 
 
 @dataclass(frozen=True, slots=True)
+class CopyMergeAsked:
+    """Plan the merge a reclaim's copy runs on the way (a one-shot index ending); the future
+    resolves with the plan, or None when merging in place is the better course."""
+
+    fut: Future[MergePlan | None]
+
+
+@dataclass(frozen=True, slots=True)
 class EndBulk:
     """Searches have started: the bulk load's postings get sorted from now on."""
 
@@ -77,4 +85,5 @@ class VectorsPublish:
     fut: Future[int]
 
 
-Mail = ReconcileAsked | CompactAsked | EndBulk | MergeDone | MergeFailed | VectorsAlign | VectorsSwap | VectorsPublish
+Mail = (ReconcileAsked | CompactAsked | CopyMergeAsked | EndBulk | MergeDone | MergeFailed | VectorsAlign
+        | VectorsSwap | VectorsPublish)

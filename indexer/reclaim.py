@@ -18,6 +18,15 @@ Steps, each safe against a kill -9 at any moment (``STEPS``, in order):
    no WAL of the old file is left that a later open could replay onto the new one).
 5. ``renamed``: ``rename(tmp, db)`` (atomic), then the directory is fsynced.
 
+A one-shot index ends with a merge of its bulk segment (and whatever else a compaction ``all``
+takes) that would free the inputs' blocks for a reclaim to give back. When that merge is worth a
+reclaim (``merge_worth_copying``), the copy runs it on the way instead (``copy(merge=plan)``): every
+other table is copied as it is (the vocabulary without its repeated rows), the merged segment is
+written straight into the copy from the database's inputs, and the copy's segment registry and
+meta row name it. So the postings are written once, not sorted into the old file and then copied;
+the steps, the check and the swap are the same, and until the rename the database is the old one
+with its unmerged segments, which the next writer merges as usual.
+
 Until 5 the database file is the old one, complete, and the temporary file is only ever a leftover
 (``clean_leftover`` removes it when the writer next opens the index: counted and logged); from 5 on
 it is the new one, complete. The temporary file never carries the database's name before it is
@@ -39,6 +48,8 @@ import duckdb
 from aivault import log
 from aivault.indexer import schema as q
 from aivault.indexer.duck import one
+from aivault.indexer.segments import MergePlan, SegmentSet
+from aivault.indexer.store import now_ms, transaction
 
 _log = log.get("indexer.reclaim")
 
@@ -68,6 +79,17 @@ DATABASE_PATH = "SELECT path FROM duckdb_databases() WHERE database_name = ?"
 TABLES_OF = "SELECT table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY table_name"
 DATABASE_SIZE = """SELECT block_size, total_blocks, used_blocks, free_blocks FROM pragma_database_size()
     WHERE database_name = ?"""
+TABLE_BLOCKS = "SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE persistent"
+COLUMNS_OF = """SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = ?
+    ORDER BY column_index"""
+# A merging copy (copy(merge=...)): the tables besides the merge's inputs row for row, the
+# vocabulary without repeats (what Writer.dedupe_vocab leaves: each term's first row, in order).
+COPY_TABLE = 'INSERT INTO "{table}" SELECT * FROM "{db}"."{table}"'
+COPY_VOCAB = """INSERT INTO vocab_log SELECT * FROM "{db}".vocab_log
+    QUALIFY row_number() OVER (PARTITION BY term ORDER BY rowid) = 1 ORDER BY rowid"""
+COUNT_VOCAB_TERMS = 'SELECT count(DISTINCT term) FROM "{db}".vocab_log'
+COUNT_MERGED = 'SELECT count(*) FROM ({union}) p WHERE sess IN (SELECT sess FROM "{db}".sessions)'
+META_NEXT_SEGMENT = 7  # its place in SELECT_META's row
 
 
 class ReclaimFailed(Exception):
@@ -113,6 +135,29 @@ def usage(con: duckdb.DuckDBPyConnection, db_path: Path | None = None) -> Usage:
         found = one(con, DATABASE_PATH, [name])
         db_path = Path(str(found[0])) if found else Path()
     return Usage(db_path.stat().st_size, used * block, free * block)
+
+
+def merge_worth_copying(con: duckdb.DuckDBPyConnection, plan: MergePlan, db_path: Path) -> bool:
+    """Whether ``plan``'s merge, run in place, would leave the file due for a reclaim: its inputs'
+    blocks freed on top of what is free now (the merged segment about their size).
+
+    ``con``: the writer's. It is checkpointed first, so that the inputs' blocks are in the file to be
+    counted, unless the file and its WAL together are too small to free RECLAIM_MIN_FREE_BYTES
+    (then nothing is written: a small index merges in place as it always did).
+    """
+    wal = _wal(db_path)
+    if db_path.stat().st_size + (wal.stat().st_size if wal.exists() else 0) < RECLAIM_MIN_FREE_BYTES:
+        return False
+    con.execute("CHECKPOINT")
+    u = usage(con, db_path)
+    row = one(con, DATABASE_SIZE, [database_name(con)])
+    block = int(row[0]) if row else 0
+    inputs = 0
+    for seg in plan.inputs:
+        found = one(con, TABLE_BLOCKS.format(table=seg.name))
+        inputs += (int(found[0]) if found else 0) * block
+    after = Usage(u.file_bytes + max(0, inputs - u.free_bytes), u.used_bytes, u.free_bytes + inputs)
+    return after.due()
 
 
 def disk_problem(db_path: Path, used_bytes: int) -> str | None:
@@ -199,12 +244,86 @@ def _signature(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[tuple[str,
     return catalog, counts, tuple(meta) if meta else None
 
 
-def copy(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
+def _copy_merging(con: duckdb.DuckDBPyConnection, src: str, plan: MergePlan) -> int:
+    """Step 2 of a merging copy: the tables besides ``plan``'s inputs, then the merged segment
+    written into the copy from them, and the copy's registry naming it (with a new, empty active
+    segment if the active one was merged, as a compaction's freeze leaves). Returns its rows."""
+    inputs = {s.name for s in plan.inputs}
+    fresh = _fresh_active(plan)
+    con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS} (SCHEMA)')
+    con.execute(f"USE {_ATTACHED_AS}")  # unqualified names below are the copy's
+    try:
+        for (table,) in con.execute(TABLES_OF, [src]).fetchall():
+            if table in inputs:
+                con.execute(q.DROP_SEGMENT.format(name=table))  # its empty twin: the merge replaces it
+            else:
+                con.execute((COPY_VOCAB if table == "vocab_log" else COPY_TABLE).format(db=src, table=table))
+        rows = SegmentSet.run_merge(con, plan, source=f'"{src}".')  # sessions: the copy's, the same rows
+        plan.created_at = now_ms()
+        con.execute("SET SESSION preserve_insertion_order = true")
+        with transaction(con):
+            for name in sorted(inputs):
+                con.execute(q.DELETE_SEGMENT_ROW, [name])
+            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at])
+            if fresh is not None:
+                con.execute(q.CREATE_SEGMENT.format(name=fresh))
+                con.execute(q.INSERT_SEGMENT_ROW, [fresh, "active", plan.created_at])
+            con.execute(q.RAISE_NEXT_SEGMENT, [_next_segment(plan)])
+    finally:
+        con.execute(f'USE "{src}"')
+    return rows
+
+
+def _number(segment: str) -> int:
+    return int(segment.rpartition("_")[2])
+
+
+def _fresh_active(plan: MergePlan) -> str | None:
+    """The copy's new active segment when the active one is among the inputs (numbered after the target)."""
+    return f"seg_{_number(plan.target) + 1}" if any(s.state == "active" for s in plan.inputs) else None
+
+
+def _next_segment(plan: MergePlan) -> int:
+    return _number(plan.target) + (2 if _fresh_active(plan) else 1)
+
+
+def _merged_signature(con: duckdb.DuckDBPyConnection, src: str, plan: MergePlan,
+                      ours: tuple[list[tuple[str, str, str]], dict[str, int], tuple[object, ...] | None]
+                      ) -> tuple[list[tuple[str, str, str]], dict[str, int], tuple[object, ...] | None]:
+    """What the merging copy's signature must be: the database's, with the inputs replaced by the
+    merged segment (their rows whose session is still indexed), one registry row for them, the
+    vocabulary's distinct terms and the segment counter past the merged one."""
+    catalog, counts, meta = ours
+    inputs = {s.name for s in plan.inputs}
+    first = plan.inputs[0].name
+    sql = next(c for kind, name, c in catalog if kind == "table" and name == first)
+    made = [plan.target] + ([fresh] if (fresh := _fresh_active(plan)) else [])
+    catalog = sorted([e for e in catalog if not (e[0] == "table" and e[1] in inputs)]
+                     + [("table", name, sql.replace(f"CREATE TABLE {first}(", f"CREATE TABLE {name}(", 1))
+                        for name in made])
+    counts = {t: n for t, n in counts.items() if t not in inputs}
+    if fresh:
+        counts[fresh] = 0
+    union = " UNION ALL ".join(f'SELECT sess FROM "{src}".{s.name}' for s in plan.inputs)
+    merged = one(con, COUNT_MERGED.format(union=union, db=src))
+    counts[plan.target] = int(merged[0]) if merged else -1
+    terms = one(con, COUNT_VOCAB_TERMS.format(db=src))
+    counts["vocab_log"] = int(terms[0]) if terms else -1
+    counts["segments"] += len(made) - len(inputs)
+    if meta is not None:
+        row = list(meta)
+        row[META_NEXT_SEGMENT] = max(int(str(row[META_NEXT_SEGMENT])), _next_segment(plan))
+        meta = tuple(row)
+    return catalog, counts, meta
+
+
+def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None = None) -> Path:
     """Steps 1-3: the whole database, checked, in ``<db>.reclaim``; returns that path.
 
     ``con`` is a connection to the database with no write running (the caller stopped the
-    writer): what is copied is what the swap puts in place. On any failure the temporary file is
-    removed and ReclaimFailed raised; the database is untouched.
+    writer): what is copied is what the swap puts in place. ``merge``: run that merge on the way
+    (the module's docstring); its inputs are not copied, its merged segment is, registered. On any
+    failure the temporary file is removed and ReclaimFailed raised; the database is untouched.
     """
     tmp = tmp_path(db_path)
     _remove(tmp)
@@ -215,10 +334,16 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
         con.execute(f"ATTACH '{tmp}' AS {_ATTACHED_AS}")
         attached = True
         pause_at("attached")
-        con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS}')
+        if merge is None:
+            con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS}')
+        else:
+            _copy_merging(con, src, merge)
         pause_at("copied")
         theirs = _signature(con, _ATTACHED_AS)
         ours = _signature(con, src)
+        if merge is not None:
+            ours = _merged_signature(con, src, merge, ours)
+            theirs = (sorted(theirs[0]), theirs[1], theirs[2])
         con.execute(f"DETACH {_ATTACHED_AS}")
         attached = False
         if theirs != ours:

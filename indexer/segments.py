@@ -43,6 +43,20 @@ K1 = 1.2
 B = 0.75
 
 
+def _compact_all(unsorted: list[Segment], ranked: list[Segment]) -> list[Segment]:
+    """The inputs of a compaction ``all`` (SegmentSet.plan): every segment, except the largest
+    sorted one when it is over TIER_RATIO times all the rest together; none if that leaves one
+    sorted segment alone."""
+    everything = sorted(unsorted + ranked, key=lambda s: s.rows)
+    rest = everything[:-1]
+    largest = everything[-1] if everything else None
+    if largest is not None and largest.state == "sorted" and sum(s.rows for s in rest) * TIER_RATIO <= largest.rows:
+        everything = rest  # keep the largest: the work stays bounded by the small ones
+    if len(everything) > 1 or any(s.state != "sorted" for s in everything):
+        return everything
+    return []
+
+
 class SegmentLock:
     """Many readers or one dropper (a small readers-writer lock)."""
 
@@ -171,14 +185,7 @@ class SegmentSet:
         ranked = sorted((s for s in self.segments if s.state == "sorted"), key=lambda s: s.rows)
         inputs: list[Segment] = []
         if compact == "all":
-            everything = sorted(frozen + ranked, key=lambda s: s.rows)
-            rest = everything[:-1]
-            largest = everything[-1] if everything else None
-            if largest is not None and largest.state == "sorted" and \
-                    sum(s.rows for s in rest) * TIER_RATIO <= largest.rows:
-                everything = rest  # keep the largest: the work stays bounded by the small ones
-            if len(everything) > 1 or any(s.state == "frozen" for s in everything):
-                inputs = everything
+            inputs = _compact_all(frozen, ranked)
         elif len(frozen) >= L0_FANIN or (compact and frozen):
             inputs = frozen[:MAX_FANIN]
         else:
@@ -190,12 +197,26 @@ class SegmentSet:
                 if len(classes[cls]) >= TIER_FANIN:
                     inputs = classes[cls][:MAX_FANIN]
                     break
+        return self._planned(inputs, next_segment, avgdl)
+
+    def plan_all_with_active(self, next_segment: int, avgdl: float) -> tuple[MergePlan | None, int]:
+        """A compaction ``all`` whose inputs include the active segment as it stands, unfrozen: the
+        merge a reclaim's copy runs on the way when a one-shot index ends (indexer/reclaim.py).
+        None when a merge is running or there is nothing to merge."""
+        if self.merging:
+            return None, next_segment
+        unsorted = [s for s in self.segments if s.state == "frozen" or (s.state == "active" and s.rows)]
+        ranked = sorted((s for s in self.segments if s.state == "sorted"), key=lambda s: s.rows)
+        return self._planned(_compact_all(unsorted, ranked), next_segment, avgdl)
+
+    def _planned(self, inputs: list[Segment], next_segment: int, avgdl: float) -> tuple[MergePlan | None, int]:
         if not inputs:
             return None, next_segment
         self.merging = True
         return MergePlan(inputs, f"seg_{next_segment}", max(avgdl, 1.0)), next_segment + 1
 
-    def run_merge(self, con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
+    @staticmethod
+    def run_merge(con: duckdb.DuckDBPyConnection, plan: MergePlan, *, source: str = "") -> int:
         """The slow part, on a background cursor; returns the merged row count.
 
         The sort does not need the inputs' order, and keeping it costs memory. If DuckDB still
@@ -203,9 +224,11 @@ class SegmentSet:
         staging table (a streaming copy) and sorted from there, which it handles out of core.
         Over MAX_FANIN inputs go that way at once: measured at 1M messages, a union of eight
         ~3.8M-posting segments already ran out of memory (1 GB) after two seconds of work.
+        ``source`` (``"db".``) reads the inputs from another attached database: a reclaim writes
+        the merged segment into its copy of the index (``con`` USEs the copy).
         """
         con.execute("SET SESSION preserve_insertion_order = false")
-        union = " UNION ALL ".join(f"SELECT * FROM {s.name}" for s in plan.inputs)
+        union = " UNION ALL ".join(f"SELECT * FROM {source}{s.name}" for s in plan.inputs)
         merge = q.MERGE_SEGMENTS.format(target=plan.target, inputs="{inputs}", k1=K1, b=B, avgdl=plan.avgdl)
         if len(plan.inputs) <= MAX_FANIN:
             try:
@@ -214,14 +237,14 @@ class SegmentSet:
                 _log.warning("merge ran out of memory; retrying through a staging table", target=plan.target)
                 con.execute(q.DROP_SEGMENT.format(name=plan.target))
             else:
-                return self._count(con, plan)
+                return SegmentSet._count(con, plan)
         staging = f"{plan.target}_staging"
         con.execute(q.CREATE_STAGING.format(staging=staging, union=union))
         try:
             con.execute(merge.format(inputs=f"SELECT * FROM {staging}"))
         finally:
             con.execute(q.DROP_SEGMENT.format(name=staging))
-        return self._count(con, plan)
+        return SegmentSet._count(con, plan)
 
     @staticmethod
     def _count(con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:

@@ -28,8 +28,10 @@ from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.heap import release_free_memory, tune_for_bulk
 from aivault.home import Home
+from aivault.indexer import reclaim
 from aivault.indexer.mailbox import (
     CompactAsked,
+    CopyMergeAsked,
     EndBulk,
     Mail,
     MergeDone,
@@ -42,7 +44,7 @@ from aivault.indexer.mailbox import (
 from aivault.indexer.merges import MERGE_THREADS, Merges
 from aivault.indexer.passes import Observations, Passes
 from aivault.indexer.scanners import EXIT_USAGE, Progress, ScannerPool, Slot, default_scanners, shard_of
-from aivault.indexer.segments import SegmentLock
+from aivault.indexer.segments import MergePlan, SegmentLock
 from aivault.indexer.store import (
     BULK_MEMORY_LIMIT,
     BULK_PASS_THREADS,
@@ -459,6 +461,15 @@ class IndexerService:
                     self.merges.compact(self.merges.mode or "frozen")
             case CompactAsked(mode, fut):
                 self.merges.compact(mode, fut)
+            case CopyMergeAsked(fut):
+                try:
+                    planned = self._plan_copy_merge()
+                except IndexWriteFailed as exc:
+                    with contextlib.suppress(InvalidStateError):
+                        fut.set_exception(exc)
+                else:
+                    with contextlib.suppress(InvalidStateError):
+                        fut.set_result(planned)
             case MergeFailed(plan, err):
                 self.merges.failed(plan, err)
 
@@ -503,6 +514,43 @@ class IndexerService:
         """Searches have started: merge as usual from now on (thread-safe, idempotent)."""
         if self.bulk:
             self._requests.put(EndBulk())
+
+    def plan_copy_merge(self) -> Future[MergePlan | None]:
+        """The compaction ``all`` (the active segment among its inputs) for a reclaim's copy to run
+        on the way (indexer/reclaim.py), or None: merge in place (``compact``) instead. A planned
+        merge holds every other merge off until this indexer stops."""
+        fut: Future[MergePlan | None] = Future()
+        self._requests.put(CopyMergeAsked(fut))
+        if self.closed:
+            with contextlib.suppress(InvalidStateError):
+                fut.set_result(None)
+        return fut
+
+    def _plan_copy_merge(self) -> MergePlan | None:
+        """(indexer thread) Planned only when merging in place would leave the file due for a
+        reclaim anyway: otherwise the copy is work a small index does not need. Raises
+        IndexWriteFailed when the database cannot write its file at all (DuckDB invalidated it)."""
+        if self.merges.mode is not None:
+            return None  # a compaction is under way: it finishes in place
+        plan = self.writer.plan_merge(with_active=True)
+        if plan is None:
+            return None
+        try:
+            worth = reclaim.merge_worth_copying(self.writer.con, plan, self.home.db_path)
+        except duckdb.Error as exc:
+            self.writer.segments.merging = False
+            failure = classify_write_error(exc, self.home)
+            if failure.fatal:  # nothing more can be written by this process: say so, do not merge
+                self.write_failure = failure
+                self.obs.write_error = failure.message
+                _log.error("the index file could not be written", error=str(exc), disk_full=failure.disk_full)
+                raise IndexWriteFailed(failure.checkpoint_summary()) from exc
+            _log.debug("the merge is not planned for a copy; it runs in place", error=str(exc))
+            return None
+        if not worth:
+            self.writer.segments.merging = False
+            return None
+        return plan
 
     def compact(self, mode: str = "frozen") -> Future[None]:
         """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers).

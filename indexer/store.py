@@ -197,6 +197,15 @@ class WriteFailure:
                    "Check the disk and run the command again.") + f" ({self.message})")
 
 
+    def checkpoint_summary(self) -> str:
+        """The same, when every batch committed (to the write-ahead log) but writing them into the file failed."""
+        lead = "disk full" if self.disk_full else "the index could not be written"
+        return (f"{lead}: every message read was committed to the index's write-ahead log, which the next run "
+                "writes into the index file; nothing already indexed was lost. "
+                + ("Free some space and run the command again." if self.disk_full else
+                   "Check the disk and run the command again.") + f" ({self.message})")
+
+
 _DISK_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 _LOW_SPACE_BYTES = 16 << 20
 

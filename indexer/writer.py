@@ -320,9 +320,14 @@ class Writer:
             return True
         return False
 
-    def plan_merge(self, *, compact: str | None = None) -> MergePlan | None:
+    def plan_merge(self, *, compact: str | None = None, with_active: bool = False) -> MergePlan | None:
+        """The next merge (SegmentSet.plan); ``with_active``: a compaction ``all`` that takes the
+        active segment as it stands, for a reclaim's copy to run (SegmentSet.plan_all_with_active)."""
         avgdl = self.meta.sum_dl / self.meta.n_chunks if self.meta.n_chunks else 1.0
-        plan, nxt = self.segments.plan(self.meta.next_segment, avgdl, compact=compact)
+        if with_active:
+            plan, nxt = self.segments.plan_all_with_active(self.meta.next_segment, avgdl)
+        else:
+            plan, nxt = self.segments.plan(self.meta.next_segment, avgdl, compact=compact)
         self.meta = self.meta.advanced(next_segment=nxt)
         return plan
 

@@ -29,9 +29,10 @@ from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInval
 from aivault.home import Home
 from aivault.indexer import reclaim as reclaim_mod
 from aivault.indexer.merges import MERGE_QUIET_S
-from aivault.indexer.segments import SegmentLock
+from aivault.indexer.segments import MergePlan, SegmentLock
 from aivault.indexer.service import IndexerService
 from aivault.indexer.store import (
+    THREADS,
     UNREADABLE,
     WRITES,
     Meta,
@@ -266,7 +267,7 @@ class LocalService:
         self._reclaim_checked = state
         return self.reclaim()
 
-    def reclaim(self, *, restart: bool = True) -> dict[str, Any] | None:
+    def reclaim(self, *, restart: bool = True, merge: MergePlan | None = None) -> dict[str, Any] | None:
         """Copy the index into a fresh file and rename it over the old one when the file is over
         RECLAIM_RATIO times its used data; None when it is not. Returns what was done (kept as
         ``last_reclaim`` for indexStats).
@@ -274,6 +275,9 @@ class LocalService:
         The indexer is stopped for the copy (nothing may be written that the copy would miss) and
         searches go on from the old file; only the close-rename-reopen holds searches back, briefly.
         ``restart``: start a new indexer afterwards if one ran (a one-shot index passes False).
+        ``merge``: a plan of the indexer's ``plan_copy_merge``, run by the copy on the way (whatever
+        the ratio now); the record's ``merged`` says it was. If the copy fails, the index keeps its
+        unmerged segments and the caller merges in place.
         """
         db = self.home.db_path
         with self._transition:
@@ -298,9 +302,11 @@ class LocalService:
                     before = reclaim_mod.usage(cur, db)
                 finally:
                     cur.close()
-            if not before.due():
+            if merge is None and not before.due():
                 return None
             record: dict[str, Any] = {"at": now_ms(), "done": False, "before": before.as_dict()}
+            if merge is not None:
+                record["merged"] = {"target": merge.target, "inputs": [s.name for s in merge.inputs]}
             problem = reclaim_mod.disk_problem(db, before.used_bytes)
             if problem is not None:
                 _log.warning("reclaim refused: the index keeps its free blocks", reason=problem, **before.as_dict())
@@ -317,7 +323,9 @@ class LocalService:
                     with self.lifecycle.shared():
                         cur = self._copying = self.con.cursor()
                         try:
-                            tmp = reclaim_mod.copy(cur, db)
+                            if merge is not None:  # a bulk load committed with fewer: the merge sorts
+                                cur.execute(f"SET threads = {THREADS}")
+                            tmp = reclaim_mod.copy(cur, db, merge)
                         finally:
                             self._copying = None
                             cur.close()
@@ -357,7 +365,8 @@ class LocalService:
                                  "seconds": round(time.monotonic() - t0, 3), "copySeconds": round(copy_s, 3),
                                  "swapSeconds": round(swap_s, 3)}
         _log.info("reclaimed the index's free blocks", before=before.file_bytes, after=after.file_bytes,
-                  used=before.used_bytes, seconds=self.last_reclaim["seconds"], generation=self.indexer.generation)
+                  used=before.used_bytes, seconds=self.last_reclaim["seconds"], generation=self.indexer.generation,
+                  merged=record.get("merged"))
         return self.last_reclaim
 
     def _follow(self, old: IndexerService, meta: Meta) -> None:

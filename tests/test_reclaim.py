@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -82,7 +83,11 @@ def unreclaimed(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Home:
 
 
 def _copy_home(src: Home, dst: Path) -> Home:
-    shutil.copytree(src.path, dst)
+    """A copy of the data directory; a socket a killed process left behind is not copied (it cannot be)."""
+    def sockets(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if stat.S_ISSOCK(os.lstat(os.path.join(folder, n)).st_mode)]
+
+    shutil.copytree(src.path, dst, ignore=sockets)
     return Home.resolve(dst)
 
 
@@ -164,13 +169,16 @@ def _reclaim_child(h: Home, **env: str) -> subprocess.Popen[str]:
 
 
 def test_a_one_shot_index_leaves_the_file_within_1_3x_its_used_data(corpus: Path, tmp_path: Path) -> None:
-    """`aivault index` ends with a reclaim: file <= 1.3x its used blocks, reported in --json and by indexStats."""
+    """`aivault index` merges its bulk segment in the reclaim's copy: the file never holds the postings
+    twice and ends <= 1.3x its used blocks, reported in --json; a second run has nothing to do."""
     h = _new_home(tmp_path / "home")
     proc = run_cli(h.path, "index", "--json", *_roots(corpus), env=cli_env(h.path, **ALWAYS), timeout=600)
     assert proc.returncode == 0, proc.stderr
     done = json.loads(proc.stdout)["reclaim"]
     assert done["done"] is True, done
-    assert done["before"]["fileBytes"] > reclaim.RECLAIM_RATIO * done["before"]["usedBytes"]
+    assert done["merged"]["inputs"] == ["seg_1"], done  # the bulk segment, merged on the way
+    assert done["before"]["fileBytes"] <= reclaim.RECLAIM_RATIO * done["before"]["usedBytes"], done
+    assert _registry(h.db_path) == [("sorted", _segment_rows(h.db_path, done["merged"]["target"])), ("active", 0)]
     u = _usage(h.db_path)
     assert u.file_bytes <= reclaim.RECLAIM_RATIO * u.used_bytes, u
     assert done["after"]["fileBytes"] == u.file_bytes
@@ -182,6 +190,128 @@ def test_a_one_shot_index_leaves_the_file_within_1_3x_its_used_data(corpus: Path
     assert json.loads(again.stdout)["reclaim"] is None
     u = _usage(h.db_path)
     assert u.file_bytes <= reclaim.RECLAIM_RATIO * u.used_bytes, u
+
+
+def _registry(db: Path) -> list[tuple[str, int]]:
+    """The segments as searches see them: (state, rows), oldest first."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        names = con.execute("SELECT name, state FROM segments ORDER BY created_at, name").fetchall()
+        return [(str(state), int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]))  # type: ignore[index]
+                for name, state in names]
+    finally:
+        con.close()
+
+
+def _segment_rows(db: Path, name: str) -> int:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]
+    finally:
+        con.close()
+
+
+def content(db: Path) -> dict[str, Any]:
+    """What searches read, whatever the segments are called: every table's rows in order (the
+    observations' timestamps and the segment counter aside), the vocabulary's distinct terms in
+    their first order, and each segment's postings in order, by state."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        out: dict[str, Any] = {"meta": con.execute("SELECT * EXCLUDE (next_segment) FROM meta").fetchall(),
+                               "vocab": con.execute("SELECT term FROM vocab_log QUALIFY row_number() OVER "
+                                                    "(PARTITION BY term ORDER BY rowid) = 1 ORDER BY rowid").fetchall()}
+        segments = dict(con.execute("SELECT name, state FROM segments").fetchall())
+        out["segments"] = sorted((state, con.execute(f"SELECT count(*), hash(list(hash(p) ORDER BY rowid)) "
+                                                     f"FROM {name} p").fetchone()) for name, state in segments.items())
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall():
+            if table not in segments and table not in ("meta", "vocab_log", "segments", "observations"):
+                out[table] = con.execute(f'SELECT count(*), hash(list(hash(t) ORDER BY rowid)) FROM "{table}" t'
+                                         ).fetchone()
+        return out
+    finally:
+        con.close()
+
+
+def _index_until_killed(h: Home, corpus: Path, step: str, marker: Path) -> None:
+    """`aivault index`, SIGKILLed when its reclaim reaches ``step``."""
+    child = subprocess.Popen([sys.executable, "-m", "aivault.cli", "index", "--json", *_roots(corpus)],
+                             env=cli_env(h.path, **ALWAYS, AIVAULT_RECLAIM_PAUSE=f"{step}:{marker}"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: marker.exists() or child.poll() is not None, timeout=300), "never reached the step"
+        assert marker.exists(), child.communicate()[1]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    marker.unlink()
+
+
+@pytest.fixture(scope="module")
+def unmerged(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Home:
+    """A one-shot index killed as its reclaim's copy began: every batch committed, the bulk segment
+    not yet merged (and a leftover copy, which the next writer removes)."""
+    h = _new_home(tmp_path_factory.mktemp("unmerged") / "home")
+    _index_until_killed(h, corpus, "attached", tmp_path_factory.mktemp("marker") / "paused")
+    assert [state for state, _ in _registry(h.db_path)] == ["active"], _registry(h.db_path)
+    assert reclaim.tmp_path(h.db_path).exists()
+    return h
+
+
+@pytest.fixture(scope="module")
+def merged(corpus: Path, unmerged: Home, tmp_path_factory: pytest.TempPathFactory) -> Home:
+    """``unmerged`` finished by `aivault index`: its pass finds nothing new, its copy merges."""
+    h = _copy_home(unmerged, tmp_path_factory.mktemp("merged") / "home")
+    proc = run_cli(h.path, "index", "--json", *_roots(corpus), env=cli_env(h.path, **ALWAYS), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)["reclaim"]
+    assert done["done"] is True and done["merged"]["inputs"] == ["seg_1"], done
+    return h
+
+
+def test_the_merge_in_the_copy_writes_what_merging_in_place_writes(corpus: Path, unmerged: Home, merged: Home,
+                                                                    tmp_path: Path) -> None:
+    """From one unmerged index, merging in the copy and merging in place give the same rows, postings
+    (in order), vocabulary, meta row and search answers; only the copy leaves no free blocks."""
+    h = _copy_home(unmerged, tmp_path / "home")
+    proc = run_cli(h.path, "index", "--json", *_roots(corpus), env=cli_env(h.path, **NEVER), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["reclaim"] is None  # under the reclaim's floor: merged in place, not copied
+    in_place, copied = content(h.db_path), content(merged.db_path)
+    assert [state for state, _ in in_place["segments"]] == ["active", "sorted"]
+    assert in_place["segments"][0][1][0] == 0 and in_place["segments"][1][1][0] > 100_000
+    assert copied == in_place
+    assert _usage(h.db_path).ratio > reclaim.RECLAIM_RATIO
+    assert _usage(merged.db_path).ratio <= reclaim.RECLAIM_RATIO
+    queries = _queries(h.db_path)
+    answers = _direct_answers(h, queries)[0]
+    assert all(a["kind"] == "results" for a in answers) and sum(len(a["hits"]) for a in answers) > 20
+    assert _direct_answers(merged, queries)[0] == answers
+
+
+@pytest.mark.parametrize("step", reclaim.STEPS)
+def test_kill_9_at_each_step_of_a_merging_copy_loses_nothing(corpus: Path, unmerged: Home, merged: Home,
+                                                             tmp_path: Path, step: str) -> None:
+    """SIGKILL while `aivault index` merges in its copy: the index opens whole (unmerged before the
+    rename, merged after), and the next `aivault index` ends with exactly the uninterrupted result."""
+    h = _copy_home(unmerged, tmp_path / "home")
+    _index_until_killed(h, corpus, step, tmp_path / "paused")
+    states = [state for state, _ in _registry(h.db_path)]
+    assert states == (["sorted", "active"] if step == "renamed" else ["active"]), states
+    assert reclaim.tmp_path(h.db_path).exists() == (step != "renamed")
+    queries = _queries(merged.db_path)
+    found = _direct_answers(h, queries)[0]
+    assert all(a["kind"] == "results" for a in found) and sum(len(a["hits"]) for a in found) > 20
+
+    again = run_cli(h.path, "index", "--json", *_roots(corpus), env=cli_env(h.path, **ALWAYS), timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert ("interrupted reclaim" in again.stderr) == (step != "renamed"), again.stderr
+    assert not reclaim.tmp_path(h.db_path).exists()
+    assert content(h.db_path) == content(merged.db_path)
+    assert _usage(h.db_path).ratio <= reclaim.RECLAIM_RATIO
+    assert _direct_answers(h, queries)[0] == _direct_answers(merged, queries)[0]
 
 
 def test_a_reclaim_keeps_every_row_identity_generation_and_search_answer(unreclaimed: Home, tmp_path: Path) -> None:

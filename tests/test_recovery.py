@@ -27,11 +27,11 @@ def _corpus(roots: dict[str, Path], sessions: int = 4, messages: int = 300) -> N
 
 
 def _index(home: Home, roots: dict[str, Path], prefix: list[str] | None = None,
-           timeout: float = 120) -> subprocess.CompletedProcess[str]:
+           timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
     args = [*(prefix or []), sys.executable, "-m", "aivault.cli", "index", "--no-default-roots"]
     for agent, path in roots.items():
         args += ["--root", f"{agent}={path}"]
-    return subprocess.run(args, env=cli_env(home.path), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(args, env=cli_env(home.path, **env), capture_output=True, text=True, timeout=timeout)
 
 
 def _scribble(path: Path, offset: int, n: int = 512) -> None:
@@ -118,6 +118,25 @@ def test_a_full_disk_stops_a_one_shot_index_with_a_clear_message_and_loses_nothi
     assert again.returncode == 0, again.stderr
     hits = json.loads(run_cli(home.path, "search", "marmot", "--json", "--limit", "50", check=True).stdout)["hits"]
     assert sorted(h["messageCount"] for h in hits) == [1500] * 6
+    assert len(json.loads(run_cli(home.path, "search", "ibex", "--json", check=True).stdout)["hits"]) == 1
+
+
+def test_a_checkpoint_the_disk_refuses_after_the_pass_fails_the_one_shot_index_clearly(
+        home: Home, roots: dict[str, Path]) -> None:
+    """Batches fit in the WAL but the file cannot grow when `index` checkpoints before its final merge:
+    it exits non-zero saying the disk is full and nothing was lost; the next run with space finishes."""
+    ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("the first small session about ibex")
+    assert _index(home, roots).returncode == 0
+    limit = home.db_path.stat().st_size + 65536
+    _corpus(roots, sessions=2, messages=200)
+    out = _index(home, roots, prefix=[*_fsize_limit(), f"--fsize={limit}"], AIVAULT_RECLAIM_MIN_FREE_MB="0")
+    assert out.returncode != 0, out.stdout
+    assert "disk full" in out.stderr and "nothing already indexed was lost" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and "indexed" not in out.stdout
+    again = _index(home, roots)
+    assert again.returncode == 0, again.stderr
+    hits = json.loads(run_cli(home.path, "search", "marmot", "--json", "--limit", "50", check=True).stdout)["hits"]
+    assert sorted(h["messageCount"] for h in hits) == [200] * 2
     assert len(json.loads(run_cli(home.path, "search", "ibex", "--json", check=True).stdout)["hits"]) == 1
 
 

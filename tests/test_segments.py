@@ -70,6 +70,24 @@ def test_compacting_merges_the_small_segments_but_never_rewrites_a_much_larger_o
     assert _sorted_sizes(s) == [29_001_600]
 
 
+def test_a_compaction_for_a_reclaim_s_copy_takes_the_active_segment_as_it_stands() -> None:
+    """plan_all_with_active merges what compact='all' would, with the unfrozen active segment among
+    the inputs; an empty active segment and a much larger sorted one stay; a running merge blocks it."""
+    def inputs(s: SegmentSet) -> list[tuple[str, int]] | None:
+        plan, _ = s.plan_all_with_active(100, 50.0)
+        return None if plan is None else sorted((seg.state, seg.rows) for seg in plan.inputs)
+
+    bulk = SegmentSet([Segment("seg_1", "active", 59_000_000)])
+    assert inputs(bulk) == [("active", 59_000_000)]
+    assert bulk.merging and inputs(bulk) is None  # planned: nothing else merges meanwhile
+    assert inputs(_set(1_000, frozen=(300,))) == [("active", 10), ("frozen", 300), ("sorted", 1_000)]
+    assert inputs(_set(3_000_000, frozen=(300,))) == [("active", 10), ("frozen", 300)]  # the large one stays
+    assert inputs(_set(49_600_000)) == [("active", 10)]
+    assert inputs(SegmentSet([Segment("seg_1", "sorted", 9), Segment("seg_2", "active", 0)])) is None
+    assert inputs(SegmentSet([Segment("seg_1", "sorted", 9), Segment("seg_2", "sorted", 9),
+                              Segment("seg_3", "active", 0)])) == [("sorted", 9), ("sorted", 9)]
+
+
 def test_compacting_sorts_each_posting_once() -> None:
     """The end of a one-shot index (a dozen equal tiers, frozen leftovers) is one merge, not tiers of tiers."""
     s = _set(*([3_800_000] * 12), frozen=(300_000,) * 3)

@@ -116,20 +116,29 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
         daemon.start()
         try:
-            fut = daemon.service.indexer.reconcile(full=True)
-            summary = _with_progress(fut.result, daemon.service.stats, bar)
+            service = daemon.service
+            fut = service.indexer.reconcile(full=True)
+            summary = _with_progress(fut.result, service.stats, bar)
             # Leave the index fully compact: the searches that follow a one-shot index run without a
-            # daemon to merge in the background, and few sorted segments answer fastest.
-            _wait(daemon.service.indexer.compact("all"))
+            # daemon to merge in the background, and few sorted segments answer fastest. When that
+            # merge would free enough blocks for a reclaim to follow, the reclaim's copy of the index
+            # runs it on the way (indexer/reclaim.py): the postings are written once. If the copy
+            # fails, the index is as it was and merges in place.
+            plan = _wait(service.indexer.plan_copy_merge())
+            merged = service.reclaim(restart=args.vectors, merge=plan) if plan is not None else None
+            if not (merged and merged.get("done")):
+                if not service.indexer.started:
+                    service.indexer.start()
+                _wait(service.indexer.compact("all"))
             lexical_s = time.monotonic() - t0
             if args.vectors:
-                _with_progress(lambda: _wait_vectors(daemon.service), daemon.service.stats, bar)
-                st = daemon.service.stats()
+                _with_progress(lambda: _wait_vectors(service), service.stats, bar)
+                st = service.stats()
                 vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
                                 f"{time.monotonic() - t0 - lexical_s:.1f} s")
-            # The final compaction freed the bulk segment's blocks: give them back to the disk.
+            # A compaction in place freed the bulk segment's blocks: give them back to the disk.
             _check_interrupt()
-            reclaimed = daemon.service.reclaim(restart=False)
+            reclaimed = service.reclaim(restart=False) or merged
         finally:
             daemon.close()
     elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
