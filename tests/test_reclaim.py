@@ -234,9 +234,14 @@ def content(db: Path) -> dict[str, Any]:
 
 def _index_until_killed(h: Home, corpus: Path, step: str, marker: Path) -> None:
     """`aivault index`, SIGKILLed when its reclaim reaches ``step``."""
-    child = subprocess.Popen([sys.executable, "-m", "aivault.cli", "index", "--json", *_roots(corpus)],
-                             env=cli_env(h.path, **ALWAYS, AIVAULT_RECLAIM_PAUSE=f"{step}:{marker}"),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _kill_when_paused(subprocess.Popen([sys.executable, "-m", "aivault.cli", "index", "--json", *_roots(corpus)],
+                                       env=cli_env(h.path, **ALWAYS, AIVAULT_RECLAIM_PAUSE=f"{step}:{marker}"),
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), marker)
+    marker.unlink()
+
+
+def _kill_when_paused(child: subprocess.Popen[str], marker: Path) -> None:
+    """SIGKILL ``child`` once it has written ``marker`` (the reclaim's pause hook); fail if it never does."""
     try:
         assert wait_until(lambda: marker.exists() or child.poll() is not None, timeout=300), "never reached the step"
         assert marker.exists(), child.communicate()[1]
@@ -246,7 +251,6 @@ def _index_until_killed(h: Home, corpus: Path, step: str, marker: Path) -> None:
         if child.poll() is None:
             child.kill()
         child.communicate()
-    marker.unlink()
 
 
 @pytest.fixture(scope="module")
@@ -345,16 +349,7 @@ def test_kill_9_at_each_step_leaves_a_complete_database(unreclaimed: Home, tmp_p
     h = _copy_home(unreclaimed, tmp_path / "home")
     before = signature(h.db_path)
     marker = tmp_path / "paused"
-    child = _reclaim_child(h, AIVAULT_RECLAIM_PAUSE=f"{step}:{marker}")
-    try:
-        assert wait_until(lambda: marker.exists() or child.poll() is not None, timeout=300), "never reached the step"
-        assert marker.exists(), child.communicate()[1]
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.communicate()
+    _kill_when_paused(_reclaim_child(h, AIVAULT_RECLAIM_PAUSE=f"{step}:{marker}"), marker)
     tmp = reclaim.tmp_path(h.db_path)
     assert tmp.exists() == (step != "renamed")
     assert signature(h.db_path) == before, "the database is not the complete old or new one"
