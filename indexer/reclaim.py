@@ -48,6 +48,11 @@ import duckdb
 from aivault import log
 from aivault.indexer import schema as q
 from aivault.indexer.duck import one
+from aivault.indexer.leftover import TMP_SUFFIX as TMP_SUFFIX
+from aivault.indexer.leftover import _remove, _wal
+from aivault.indexer.leftover import clean_leftover as clean_leftover
+from aivault.indexer.leftover import leftovers_removed as leftovers_removed
+from aivault.indexer.leftover import tmp_path as tmp_path
 from aivault.indexer.segments import MergePlan, SegmentSet
 from aivault.indexer.store import now_ms, transaction
 
@@ -61,7 +66,6 @@ RECLAIM_MIN_FREE_BYTES = int(float(os.environ.get("AIVAULT_RECLAIM_MIN_FREE_MB",
 SPACE_MARGIN_BYTES = 64 << 20
 SPACE_FACTOR = 1.1
 
-TMP_SUFFIX = ".reclaim"
 STEPS = ("attached", "copied", "detached", "closed", "renamed")
 _ATTACHED_AS = "aivault_reclaim"
 # Test hook: "STEP:PATH" writes STEP to PATH when the reclaim reaches STEP, then waits to be killed
@@ -111,14 +115,6 @@ class Usage:
 
     def as_dict(self) -> dict[str, int]:
         return {"fileBytes": self.file_bytes, "usedBytes": self.used_bytes, "freeBytes": self.free_bytes}
-
-
-def tmp_path(db_path: Path) -> Path:
-    return Path(str(db_path) + TMP_SUFFIX)
-
-
-def _wal(path: Path) -> Path:
-    return Path(str(path) + ".wal")
 
 
 def database_name(con: duckdb.DuckDBPyConnection) -> str:
@@ -194,42 +190,6 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _remove(path: Path) -> int:
-    """Remove ``path`` and its WAL; the bytes they held."""
-    freed = 0
-    for p in (path, _wal(path)):
-        try:
-            freed += p.stat().st_size
-            p.unlink()
-        except FileNotFoundError:
-            pass
-    return freed
-
-
-_leftovers_removed = 0  # by clean_leftover in this process (indexStats shows it)
-
-
-def leftovers_removed() -> int:
-    return _leftovers_removed
-
-
-def clean_leftover(db_path: Path) -> int:
-    """Remove the temporary file of a reclaim that never finished (a kill before its rename).
-
-    Called by the writer before it opens the database; returns the files removed (logged).
-    """
-    tmp = tmp_path(db_path)
-    found = [p for p in (tmp, _wal(tmp)) if p.exists()]
-    if not found:
-        return 0
-    global _leftovers_removed
-    freed = _remove(tmp)
-    _leftovers_removed += len(found)
-    _log.warning("removed the temporary file of an interrupted reclaim (the database is the one from before it)",
-                 files=[p.name for p in found], count=len(found), freed_bytes=freed)
-    return len(found)
 
 
 def _signature(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[tuple[str, str, str]], dict[str, int],

@@ -419,7 +419,7 @@ def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     """The read-write handle: migrated, cleared of an unfinished commit's rows, and emptied for
     re-indexing if another tokenizer built it. A reclaim's temporary file left by a kill is removed
     first (indexer/reclaim.py): only the writer, which holds daemon.pid, ever calls this."""
-    from aivault.indexer.reclaim import clean_leftover
+    from aivault.indexer.leftover import clean_leftover
 
     clean_leftover(home.db_path)
     return _open_read_write(home, reindex=True)
