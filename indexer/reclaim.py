@@ -122,11 +122,17 @@ def database_name(con: duckdb.DuckDBPyConnection) -> str:
     return str(row[0]) if row else "main"
 
 
+def _blocks(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int, int]:
+    """DuckDB's block size, used and free blocks of the attached database ``name``."""
+    row = one(con, DATABASE_SIZE, [name])
+    block, _total, used, free = (int(v) for v in row) if row else (0, 0, 0, 0)
+    return block, used, free
+
+
 def usage(con: duckdb.DuckDBPyConnection, db_path: Path | None = None) -> Usage:
     """Used and free bytes of the open database (DuckDB's block counts) and its file's size."""
     name = database_name(con)
-    row = one(con, DATABASE_SIZE, [name])
-    block, _total, used, free = (int(v) for v in row) if row else (0, 0, 0, 0)
+    block, used, free = _blocks(con, name)
     if db_path is None:
         found = one(con, DATABASE_PATH, [name])
         db_path = Path(str(found[0])) if found else Path()
@@ -145,9 +151,8 @@ def merge_worth_copying(con: duckdb.DuckDBPyConnection, plan: MergePlan, db_path
     if db_path.stat().st_size + (wal.stat().st_size if wal.exists() else 0) < RECLAIM_MIN_FREE_BYTES:
         return False
     con.execute("CHECKPOINT")
-    u = usage(con, db_path)
-    row = one(con, DATABASE_SIZE, [database_name(con)])
-    block = int(row[0]) if row else 0
+    block, used, free = _blocks(con, database_name(con))
+    u = Usage(db_path.stat().st_size, used * block, free * block)
     inputs = 0
     for seg in plan.inputs:
         found = one(con, TABLE_BLOCKS.format(table=seg.name))

@@ -535,10 +535,11 @@ class IndexerService:
         plan = self.writer.plan_merge(with_active=True)
         if plan is None:
             return None
+        worth = False
         try:
             worth = reclaim.merge_worth_copying(self.writer.con, plan, self.home.db_path)
         except duckdb.Error as exc:
-            self.writer.segments.merging = False
+            worth = False
             failure = classify_write_error(exc, self.home)
             if failure.fatal:  # nothing more can be written by this process: say so, do not merge
                 self.write_failure = failure
@@ -546,11 +547,10 @@ class IndexerService:
                 _log.error("the index file could not be written", error=str(exc), disk_full=failure.disk_full)
                 raise IndexWriteFailed(failure.checkpoint_summary()) from exc
             _log.debug("the merge is not planned for a copy; it runs in place", error=str(exc))
-            return None
-        if not worth:
-            self.writer.segments.merging = False
-            return None
-        return plan
+        finally:
+            if not worth:
+                self.writer.segments.merging = False  # not planned after all: merges go on in place
+        return plan if worth else None
 
     def compact(self, mode: str = "frozen") -> Future[None]:
         """Freeze the active segment and merge (``frozen``: the unsorted ones; ``all``: also tiers).
