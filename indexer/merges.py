@@ -151,7 +151,8 @@ class Merges:
         except duckdb.Error as exc:
             self.failed(plan, f"registering the merged segment failed: {exc}")
             return
-        _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows)
+        _log.info("merged segments", target=plan.target, inputs=[s.name for s in plan.inputs], rows=rows,
+                  sort_parts=plan.sort_parts)
         self.start()
 
     def failed(self, plan: MergePlan, error: str) -> None:

@@ -166,10 +166,13 @@ INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT term FROM b_vocab"
 
 # Segment maintenance (indexer/segments.py).
 COUNT_SEGMENT: Final = "SELECT count(*) FROM {name}"
-MERGE_SEGMENTS: Final = """CREATE TABLE {target} AS
-    SELECT term, chunk, sess, tf, dl, conv FROM ({inputs}) p
-    WHERE sess IN (SELECT sess FROM sessions)
+# A merge's postings in the order of a sorted segment; ``{terms}``: "" or a term range
+# (``AND term >= ... AND term < ...``) when the merge sorts in parts (segments.term_ranges).
+MERGE_SELECT: Final = """SELECT term, chunk, sess, tf, dl, conv FROM ({inputs}) p
+    WHERE sess IN (SELECT sess FROM sessions){terms}
     ORDER BY term, tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"""
+MERGE_SEGMENTS: Final = "CREATE TABLE {target} AS " + MERGE_SELECT
+MERGE_SEGMENT_PART: Final = "INSERT INTO {target} " + MERGE_SELECT
 DROP_SEGMENT: Final = "DROP TABLE IF EXISTS {name}"
 DELETE_SEGMENT_ROW: Final = "DELETE FROM segments WHERE name = ?"
 SET_SEGMENT_STATE: Final = "UPDATE segments SET state = ? WHERE name = ?"

@@ -41,6 +41,12 @@ MAX_FANIN = 8
 # BM25 parameters; the merge orders postings by BM25 impact with the same values.
 K1 = 1.2
 B = 0.75
+# A merge of more postings than this sorts them in parts, one range of term hashes after another
+# (term_ranges): each part's sort fits in DuckDB's memory instead of spilling to disk. Measured on the
+# 59.4M postings of a one-shot 1M-message index (512 MB, two threads, alternated): one sort 14.7-17.6 s,
+# four or five parts 12.3-14.5 s, eight 15.2 s (each part scans the inputs again).
+SORT_PART_ROWS = env_int("AIVAULT_SORT_PART_ROWS", 12_000_000)
+_HASHES = 1 << 64  # term ids are signed 64-bit hashes (aivault/text.py term_hash), evenly spread
 
 
 def _compact_all(unsorted: list[Segment], ranked: list[Segment]) -> list[Segment]:
@@ -55,6 +61,23 @@ def _compact_all(unsorted: list[Segment], ranked: list[Segment]) -> list[Segment
     if len(everything) > 1 or any(s.state != "sorted" for s in everything):
         return everything
     return []
+
+
+def term_ranges(rows: int) -> list[str]:
+    """The term ranges a merge of ``rows`` postings sorts one after another, as SQL conditions in
+    ascending term order that together take every term once; none (one sort) for up to
+    SORT_PART_ROWS. Appending each range's sorted rows after the previous one's gives exactly the
+    order of one sort, since the order starts with the term."""
+    parts = max(1, -(-rows // max(SORT_PART_ROWS, 1)))
+    if parts == 1:
+        return []
+    bounds = [-(_HASHES >> 1) + i * (_HASHES // parts) for i in range(1, parts)]
+    ranges = []
+    for i in range(parts):
+        lower = [f"term >= {bounds[i - 1]}"] if i else []
+        upper = [f"term < {bounds[i]}"] if i < parts - 1 else []
+        ranges.append(" AND ".join(lower + upper))
+    return ranges
 
 
 class SegmentLock:
@@ -110,6 +133,8 @@ class MergePlan:
     # Set when the merged table is written, before it is registered: the daemon names the
     # segment's postings sidecar with it and builds that first (indexer/merges.py).
     created_at: int = 0
+    # How many term ranges the sort took (term_ranges), once it ran.
+    sort_parts: int = 1
 
 
 @dataclass(slots=True)
@@ -226,13 +251,18 @@ class SegmentSet:
         ~3.8M-posting segments already ran out of memory (1 GB) after two seconds of work.
         ``source`` (``"db".``) reads the inputs from another attached database: a reclaim writes
         the merged segment into its copy of the index (``con`` USEs the copy).
+        Over SORT_PART_ROWS postings are sorted in parts (``term_ranges``), a statement each: the
+        table is registered only once whole, so a failure or a kill between parts leaves what a
+        failed single statement leaves, an unregistered table that is dropped (``abandon``, or as an
+        orphan at the next start).
         """
         con.execute("SET SESSION preserve_insertion_order = false")
         union = " UNION ALL ".join(f"SELECT * FROM {source}{s.name}" for s in plan.inputs)
-        merge = q.MERGE_SEGMENTS.format(target=plan.target, inputs="{inputs}", k1=K1, b=B, avgdl=plan.avgdl)
+        ranges = term_ranges(sum(s.rows for s in plan.inputs))
+        plan.sort_parts = max(len(ranges), 1)
         if len(plan.inputs) <= MAX_FANIN:
             try:
-                con.execute(merge.format(inputs=union))
+                SegmentSet._sort(con, plan, union, ranges)
             except duckdb.OutOfMemoryException:
                 _log.warning("merge ran out of memory; retrying through a staging table", target=plan.target)
                 con.execute(q.DROP_SEGMENT.format(name=plan.target))
@@ -241,10 +271,22 @@ class SegmentSet:
         staging = f"{plan.target}_staging"
         con.execute(q.CREATE_STAGING.format(staging=staging, union=union))
         try:
-            con.execute(merge.format(inputs=f"SELECT * FROM {staging}"))
+            SegmentSet._sort(con, plan, f"SELECT * FROM {staging}", ranges)
         finally:
             con.execute(q.DROP_SEGMENT.format(name=staging))
         return SegmentSet._count(con, plan)
+
+    @staticmethod
+    def _sort(con: duckdb.DuckDBPyConnection, plan: MergePlan, inputs: str, ranges: list[str]) -> None:
+        """Write ``plan.target`` from ``inputs`` sorted: one statement, or one per term range."""
+        if not ranges:
+            con.execute(q.MERGE_SEGMENTS.format(target=plan.target, inputs=inputs, terms="", k1=K1, b=B,
+                                                avgdl=plan.avgdl))
+            return
+        con.execute(q.CREATE_SEGMENT.format(name=plan.target))
+        for terms in ranges:
+            con.execute(q.MERGE_SEGMENT_PART.format(target=plan.target, inputs=inputs, terms=f" AND {terms}",
+                                                    k1=K1, b=B, avgdl=plan.avgdl))
 
     @staticmethod
     def _count(con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:

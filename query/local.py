@@ -338,6 +338,8 @@ class LocalService:
                     self._follow(ix, read_meta(self.con))
                     return self.last_reclaim
                 copy_s = time.monotonic() - t_copy
+                if merge is not None:
+                    record["merged"]["sortParts"] = merge.sort_parts
                 t_swap = time.monotonic()
                 with self.lifecycle.exclusive():
                     self.engine.close()

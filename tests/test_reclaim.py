@@ -295,6 +295,19 @@ def test_the_merge_in_the_copy_writes_what_merging_in_place_writes(corpus: Path,
     assert _direct_answers(merged, queries)[0] == answers
 
 
+def test_a_merge_in_the_copy_sorted_in_parts_writes_what_one_sort_writes(corpus: Path, unmerged: Home, merged: Home,
+                                                                          tmp_path: Path) -> None:
+    """The copy's merge sorted one term range after another (over AIVAULT_SORT_PART_ROWS postings) writes
+    exactly the index one sort writes: rows, postings in order, vocabulary, meta row."""
+    h = _copy_home(unmerged, tmp_path / "home")
+    rows = _registry(h.db_path)[0][1]
+    proc = run_cli(h.path, "index", "--json", *_roots(corpus), timeout=600,
+                   env=cli_env(h.path, **ALWAYS, AIVAULT_SORT_PART_ROWS=str(-(-rows // 4))))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["reclaim"]["merged"] == {"target": "seg_2", "inputs": ["seg_1"], "sortParts": 4}
+    assert content(h.db_path) == content(merged.db_path)
+
+
 @pytest.mark.parametrize("step", reclaim.STEPS)
 def test_kill_9_at_each_step_of_a_merging_copy_loses_nothing(corpus: Path, unmerged: Home, merged: Home,
                                                              tmp_path: Path, step: str) -> None:
