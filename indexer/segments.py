@@ -133,8 +133,11 @@ class MergePlan:
     # Set when the merged table is written, before it is registered: the daemon names the
     # segment's postings sidecar with it and builds that first (indexer/merges.py).
     created_at: int = 0
-    # How many term ranges the sort took (term_ranges), once it ran.
-    sort_parts: int = 1
+
+    @property
+    def sort_parts(self) -> int:
+        """How many term ranges the merge sorts one after another (term_ranges)."""
+        return max(len(term_ranges(sum(s.rows for s in self.inputs))), 1)
 
 
 @dataclass(slots=True)
@@ -259,7 +262,6 @@ class SegmentSet:
         con.execute("SET SESSION preserve_insertion_order = false")
         union = " UNION ALL ".join(f"SELECT * FROM {source}{s.name}" for s in plan.inputs)
         ranges = term_ranges(sum(s.rows for s in plan.inputs))
-        plan.sort_parts = max(len(ranges), 1)
         if len(plan.inputs) <= MAX_FANIN:
             try:
                 SegmentSet._sort(con, plan, union, ranges)
@@ -279,14 +281,13 @@ class SegmentSet:
     @staticmethod
     def _sort(con: duckdb.DuckDBPyConnection, plan: MergePlan, inputs: str, ranges: list[str]) -> None:
         """Write ``plan.target`` from ``inputs`` sorted: one statement, or one per term range."""
+        args = {"target": plan.target, "inputs": inputs, "k1": K1, "b": B, "avgdl": plan.avgdl}
         if not ranges:
-            con.execute(q.MERGE_SEGMENTS.format(target=plan.target, inputs=inputs, terms="", k1=K1, b=B,
-                                                avgdl=plan.avgdl))
+            con.execute(q.MERGE_SEGMENTS.format(terms="", **args))
             return
         con.execute(q.CREATE_SEGMENT.format(name=plan.target))
         for terms in ranges:
-            con.execute(q.MERGE_SEGMENT_PART.format(target=plan.target, inputs=inputs, terms=f" AND {terms}",
-                                                    k1=K1, b=B, avgdl=plan.avgdl))
+            con.execute(q.MERGE_SEGMENT_PART.format(terms=f" AND {terms}", **args))
 
     @staticmethod
     def _count(con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
