@@ -27,8 +27,11 @@ from aivault.query.weights import PHRASE_CANDIDATES, SESSION_CHUNK_WEIGHT
 from aivault.query.weights import idf as _idf
 from aivault.text import normalize
 
-# Postings read per term when a term is too common to read whole; the sorted segments keep
-# each term's highest-impact postings first, so these are its best candidates.
+# Postings read per term when a term is too common to read whole: its best TERM_CAP by BM25 impact
+# among its candidates -- each sorted segment's first TERM_CAP (a sorted segment keeps each term's
+# highest-impact postings first) and the other segments' rows (_scans). One bound for the whole
+# index rather than one per segment: a common word costs the same however many segments a burst of
+# new transcripts left, and its answer does not change when a merge joins them.
 TERM_CAP = 50_000
 # In any-word ranking, words in more than this share of chunks are left out (see score) -- once
 # they are also common in absolute terms: in a small index a word in 5% of chunks may well be
@@ -104,20 +107,16 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         if px is not None:
             from aivault.query import fastrank
 
-            rows_np = fastrank.score_sessions(px, req, snap, plan, list(hashes.values()), df, sdf, filt_sql,
-                                              filt_args, offset, count, cap=TERM_CAP)
-            if rows_np is not None:
-                return rows_np
+            return fastrank.score_sessions(px, req, snap, plan, list(hashes.values()), df, sdf, filt_sql,
+                                           filt_args, offset, count, cap=TERM_CAP)
         return _score_sessions(cur, req, snap, plan, list(hashes.values()), df, sdf, filt_sql, filt_args, offset,
                                count)
-    fast = None
     if px is not None:
         from aivault.query import fastrank
 
-        fast = fastrank.score(px, req, snap, plan, list(hashes.values()), df, filt_sql, filt_args, offset, count,
-                              require_all=require_all, phrase=phrase is not None, cap=TERM_CAP)
-    if fast is not None:
-        page, page_updated, top = fast
+        page, page_updated, top = fastrank.score(px, req, snap, plan, list(hashes.values()), df, filt_sql,
+                                                 filt_args, offset, count, require_all=require_all,
+                                                 phrase=phrase is not None, cap=TERM_CAP)
     else:
         page, page_updated, top = _score_sql(cur, req, snap, plan, hashes, df, filt_sql, filt_args, offset, count,
                                              require_all=require_all, phrase=phrase is not None)
@@ -192,7 +191,8 @@ def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[in
 def _scans(snap: Snapshot, hashes: list[int], capped_terms: list[int], conv: str, sess_f: str,
            filt_args: list[Any], restrict: str = "") -> tuple[list[str], list[Any]]:
     """The postings branches over every segment: each term whole (inside ``restrict``'s chunks when
-    given), or a capped term's best TERM_CAP; and the filter parameters each branch binds."""
+    given), or a capped term's best TERM_CAP over all segments; and the filter parameters each
+    branch binds, in order."""
     parts: list[str] = []
     args: list[Any] = []
     bound = filt_args if sess_f else []
@@ -201,10 +201,17 @@ def _scans(snap: Snapshot, hashes: list[int], capped_terms: list[int], conv: str
         for branch in term_scan(name, state, free, "term, chunk, sess, tf, dl", conv + sess_f + restrict):
             parts.append(branch)
             args += bound
-        for h in capped_terms:
-            parts.append(sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f,
-                                                order=_capped_order(state, snap, bool(sess_f)), cap=TERM_CAP))
-            args += bound
+    for h in capped_terms:
+        # Each segment's best TERM_CAP (a sorted one's first, in its order); of those, the best TERM_CAP.
+        branches = [sql.CAPPED_TERM.format(segment=name, term=h, extra=conv + sess_f,
+                                           order=_capped_order(state, snap, bool(sess_f)), cap=TERM_CAP)
+                    for name, state in snap.segments]
+        args += bound * len(branches)
+        if len(branches) == 1:
+            parts.append(branches[0])
+        else:
+            parts.append(sql.CAPPED_ACROSS.format(branches=" UNION ALL ".join(branches), cap=TERM_CAP,
+                                                  order=sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)))
     return parts, args
 
 

@@ -2,13 +2,11 @@
 SQL of query/bm25.py, in fewer statements.
 
 Every rule of the SQL is reproduced exactly -- the same postings (conversation scope, filters,
-the rarest term bounding an all-terms match, TERM_CAP on common terms taken in the segment's
-impact order), the same floating-point expression per posting, ``round(x, 6)`` as DuckDB rounds
-(half away from zero), the same tie-breaks -- so a query returns the same sessions in the same
-order, with the same scores, whichever path answered it (tests/test_fastrank.py compares both on
-every route). Where the SQL's answer would depend on an order this module does not have (a
-capped term holding more than the cap (bm25.TERM_CAP) of postings in a segment that is not sorted), the functions
-return None and the caller runs the SQL.
+the rarest term bounding an all-terms match, a common term's best TERM_CAP postings by impact
+among its candidates), the same floating-point expression per posting, ``round(x, 6)`` as DuckDB
+rounds (half away from zero), the same tie-breaks -- so a query returns the same sessions in the
+same order, with the same scores, whichever path answered it (tests/test_fastrank.py compares both
+on every route).
 
 Statements left per search: the snapshot, the postings of segments that are not sorted (one,
 when there are any), the filtered sessions (only with filters), and once per generation the
@@ -324,14 +322,35 @@ def _allowed(cur: duckdb.DuckDBPyConnection, filt_sql: str, filt_args: list[Any]
     return np.sort(np.asarray(got["sess"], dtype=np.int64))
 
 
+def _impact(tf: Any, dl: Any, avgdl: float) -> Any:
+    """Each posting's BM25 impact, the expression of sql.IMPACT_ORDER evaluated as DuckDB does."""
+    tff = tf.astype(np.float64)
+    return tff / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
+
+
+def _best_of(chunk: Any, tf: Any, dl: Any, avgdl: float, cap: int) -> Any:
+    """Which ``cap`` of a capped term's candidate rows rank first by impact (highest first, then the
+    lowest chunk id, as sql.IMPACT_ORDER orders them): a mask, so the rows keep their order."""
+    imp = _impact(tf, dl, avgdl)
+    edge = -np.partition(-imp, cap - 1)[cap - 1]  # the cap-th highest impact
+    keep = imp > edge
+    tied = np.flatnonzero(imp == edge)
+    room = cap - int(keep.sum())
+    keep[tied[np.argsort(chunk[tied], kind="stable")[:room]]] = True
+    return keep
+
+
 def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any | None, capped: set[int],
-            cap: int, restrict: Any | None = None) -> tuple[Any, Any, Any, Any, Any] | None:
-    """Postings of ``hashes`` as the SQL scans read them: (term, chunk, sess, tf, dl), or None when a
-    capped term's first ``cap`` rows in a segment that is not sorted would be needed."""
+            cap: int, avgdl: float, restrict: Any | None = None) -> tuple[Any, Any, Any, Any, Any]:
+    """Postings of ``hashes`` as the SQL scans read them: (term, chunk, sess, tf, dl).
+
+    A capped term's candidates are each sorted segment's first ``cap`` rows (its impact order) and
+    every row of the other segments; of these it keeps the ``cap`` best by impact (bm25._scans)."""
     cols: list[tuple[Any, Any, Any, Any, Any]] = []
     allowed_m = _Members(allowed) if allowed is not None else None
     restrict_m = _Members(restrict) if restrict is not None else None
     for h in hashes:
+        first = len(cols)
         for p in px.parts(h):
             # The rows kept, as positions in the segment's order; the most selective test first
             # (the restriction to a rare term's chunks), the others only on what it left.
@@ -346,12 +365,14 @@ def _gather(px: SearchPostings, hashes: list[int], conv_only: bool, allowed: Any
                 chunk, sess, tf, dl = p.chunk, p.sess, p.tf, p.dl
             else:
                 chunk, sess, tf, dl = p.chunk[keep], p.sess[keep], p.tf[keep], p.dl[keep]
-            if h in capped and len(chunk) > cap:
-                if not p.ordered:
-                    return None
+            if h in capped and p.ordered and len(chunk) > cap:
                 chunk, sess, tf, dl = chunk[:cap], sess[:cap], tf[:cap], dl[:cap]
             if len(chunk):
                 cols.append((np.full(len(chunk), h, np.int64), chunk, sess, tf, dl))
+        if h in capped and sum(len(c[1]) for c in cols[first:]) > cap:
+            term_cols = [np.concatenate([c[i] for c in cols[first:]]) for i in range(5)]
+            keep = _best_of(term_cols[1], term_cols[3], term_cols[4], avgdl, cap)
+            cols[first:] = [tuple(col[keep] for col in term_cols)]
     if not cols:
         e = np.zeros(0, np.int64)
         return e, e, e.astype(np.int32), e.astype(np.uint16), e.astype(np.uint16)
@@ -503,7 +524,7 @@ def _page(req: SearchRequest, table: SessionTable, allowed: Any | None, sess: An
 
 def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int], df: dict[int, int],
           filt_sql: str, filt_args: list[Any], offset: int, count: int, *, require_all: bool,
-          phrase: bool, cap: int) -> tuple[list[Row], dict[int, int], list[tuple[int, int, float]]] | None:
+          phrase: bool, cap: int) -> tuple[list[Row], dict[int, int], list[tuple[int, int, float]]]:
     """bm25's scoring statement: one page (sessions by their best chunk), the page's update times,
     and with ``phrase`` the best PHRASE_CANDIDATES + 1 chunks (chunk, sess, score) to check."""
     cur = px.cur
@@ -515,13 +536,10 @@ def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, ha
     capped = {h for h in by_rarity if df.get(h, 0) > cap}
     if require_all and len(hashes) > 1 and df.get(driver, 0) <= cap:
         # The rarest term bounds the candidates exactly; other terms only need checking there.
-        got = _gather(px, [driver], conv_only, allowed, set(), cap)
-        assert got is not None
+        got = _gather(px, [driver], conv_only, allowed, set(), cap, snap.avgdl)
         restrict = got[1]  # the driver's chunks (a membership table: no need to sort them)
         capped = set()
-    got = _gather(px, hashes, conv_only, allowed, capped, cap, restrict)
-    if got is None:
-        return None
+    got = _gather(px, hashes, conv_only, allowed, capped, cap, snap.avgdl, restrict)
     if capped:
         plan.capped = True
     n = max(snap.n_chunks, 1)
@@ -542,7 +560,7 @@ def score(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, ha
 
 def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int],
                    df: dict[int, int], sdf: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
-                   count: int, *, cap: int) -> list[Row] | None:
+                   count: int, *, cap: int) -> list[Row]:
     """bm25._score_sessions: any-word ranking with the session as one document."""
     cur = px.cur
     table = px.sessions
@@ -551,9 +569,7 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     avg_sdl = max(snap.avgdl * n / n_sess, 1.0)
     allowed = _allowed(cur, filt_sql, filt_args)
     capped = {h for h in hashes if df.get(h, 0) > cap}
-    got = _gather(px, hashes, req.scope == "conversation", allowed, capped, cap)
-    if got is None:
-        return None
+    got = _gather(px, hashes, req.scope == "conversation", allowed, capped, cap, snap.avgdl)
     if capped:
         plan.capped = True
     term, chunk, sess, tf, dl = got

@@ -84,6 +84,8 @@ TERM_IN: Final = "SELECT {columns} FROM {segment} WHERE term IN ({terms}){extra}
 # them first already (no ORDER BY); an unsorted one is ordered by IMPACT_ORDER.
 CAPPED_TERM: Final = ("(SELECT term, chunk, sess, tf, dl FROM {segment} WHERE term = {term}{extra}"
                       "{order} LIMIT {cap})")
+# A capped term's best postings over all segments: the best of each segment's best (bm25._scans).
+CAPPED_ACROSS: Final = "(SELECT term, chunk, sess, tf, dl FROM ({branches}){order} LIMIT {cap})"
 # A posting's BM25 impact, the order the merge sorts segments by (indexer/schema.py MERGE_SEGMENTS).
 IMPACT_ORDER: Final = " ORDER BY tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"
 # A sorted segment's own row order (its impact order), asked for when a session filter's semi-join

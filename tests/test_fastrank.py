@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from aivault.query import bm25, chunk_texts, postings, sql
+from aivault.query import bm25, chunk_texts, fastrank, postings, sql
 from aivault.query.engine import Engine
 from aivault.query.fastrank import SessionTable
 from aivault.query.planner import phrase_pattern
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from aivault.query.request import parse_request
 from aivault.query.snippets import Matcher, _best_window, _spans
-from aivault.text import iter_tokens, normalize, query_terms
+from aivault.text import iter_tokens, normalize, query_terms, stem, term_hash
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, empty_roots, merged_daemon
@@ -160,8 +160,8 @@ def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index, monkeypa
 
 
 def test_capped_terms_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With TERM_CAP lowered so that common terms are capped (their best postings taken in impact order,
-    and the SQL asked where an unsorted segment holds more than the cap), both paths still agree."""
+    """With TERM_CAP lowered so that common terms are capped (their best postings over all segments taken
+    by impact), both paths still agree on every route."""
     monkeypatch.setattr(bm25, "TERM_CAP", 40)
     slow, fast, _ = index.engines()
     try:
@@ -171,6 +171,41 @@ def test_capped_terms_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -
     finally:
         fast.close()
         slow.close()
+
+
+def test_a_capped_term_keeps_its_best_postings_over_all_segments(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capped term reads TERM_CAP postings in all however many segments hold it -- the best by impact
+    among each sorted segment's first TERM_CAP and the other segments' rows -- on the SQL and NumPy paths."""
+    cap = 40
+    monkeypatch.setattr(bm25, "TERM_CAP", cap)
+    _, fast, _ = index.engines()
+    h = term_hash(stem("lock"))
+    try:
+        with fast._read() as cur:
+            snap = fast._snapshot(cur)
+            assert snap.postings is not None
+            candidates: list[tuple[int, int, int]] = []
+            holding = 0
+            for name, state in snap.segments:
+                first = " ORDER BY rowid LIMIT 40" if state == "sorted" else ""
+                got = cur.execute(f"SELECT chunk, tf, dl FROM {name} WHERE term = {h}{first}").fetchall()
+                candidates += got
+                holding += bool(got)
+            assert holding >= 2 and len(candidates) > cap, (holding, len(candidates))
+
+            def impact(tf: int, dl: int) -> float:
+                return tf / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / snap.avgdl))
+
+            best = sorted(candidates, key=lambda r: (-impact(r[1], r[2]), r[0]))[:cap]
+            want = sorted(r[0] for r in best)
+            parts, args = bm25._scans(snap, [h], [h], "", "", [])
+            assert len(parts) == 1
+            by_sql = sorted(r[0] for r in cur.execute(f"SELECT chunk FROM {parts[0]} t", args).fetchall())
+            by_numpy = fastrank._gather(snap.postings, [h], False, None, {h}, cap, snap.avgdl)[1]
+        assert by_sql == want
+        assert sorted(by_numpy.tolist()) == want
+    finally:
+        fast.close()
 
 
 def test_unsorted_segments_read_in_duckdb_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
