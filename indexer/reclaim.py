@@ -14,14 +14,9 @@ Steps, each safe against a kill -9 at any moment (``STEPS``, in order):
 2. ``copied``: every row is in the temporary file (partly still in its WAL).
 3. ``detached``: DuckDB checkpointed and closed the temporary file (no WAL left) and it is fsynced;
    its catalog, row counts and meta row are checked against the database's.
-4. ``closed``: the caller closed every connection to the database, without DuckDB's checkpoint
-   on close (``close_without_checkpoint``): what the old file's WAL holds is in the copy, and
-   checkpointing it into a file about to be replaced cost a one-shot index of 1M messages 2-4 s.
-5. ``retired``: the old file's WAL (if any) is renamed to ``<db>.reclaim-wal`` and the directory
-   fsynced. From here on the copy is the index: the old file without its WAL is not whole, and a
-   WAL beside the new file must never be replayed onto it.
-6. ``renamed``: ``rename(tmp, db)`` (atomic), then the directory is fsynced; then the retired WAL
-   is removed.
+4. ``closed``: the caller closed every connection to the database (DuckDB checkpoints on close, so
+   no WAL of the old file is left that a later open could replay onto the new one).
+5. ``renamed``: ``rename(tmp, db)`` (atomic), then the directory is fsynced.
 
 A one-shot index ends with a merge of its bulk segment (and whatever else a compaction ``all``
 takes) that would free the inputs' blocks for a reclaim to give back. When that merge is worth a
@@ -32,14 +27,12 @@ meta row name it. So the postings are written once, not sorted into the old file
 the steps, the check and the swap are the same, and until the rename the database is the old one
 with its unmerged segments, which the next writer merges as usual.
 
-Until 5 the database file and its WAL are the old index, complete, and the temporary file is only
-ever a leftover (``clean_leftover`` removes it when the writer next opens the index: counted and
-logged). From 5 the copy is the index: a kill between 5 and 6 leaves the copy and the retired WAL,
-and the next writer finishes the rename (indexer/leftover.py); a reader meanwhile opens the copy
-(``live_path``). The temporary file never carries the database's name before it is whole. Only the
-writer of the data directory (the holder of ``daemon.pid``, query/session.py) reclaims or cleans, so
-no other process opens the database read-write between 4 and 6; a reader that opens it between 4
-and 5 reads the old file and its WAL to their end.
+Until 5 the database file is the old one, complete, and the temporary file is only ever a leftover
+(``clean_leftover`` removes it when the writer next opens the index: counted and logged); from 5 on
+it is the new one, complete. The temporary file never carries the database's name before it is
+whole. Only the writer of the data directory (the holder of ``daemon.pid``, query/session.py)
+reclaims or cleans, so no other process opens the database read-write between 4 and 5; a reader
+that opens it then reads the old file to its end.
 """
 
 from __future__ import annotations
@@ -56,11 +49,9 @@ from aivault import log
 from aivault.indexer import schema as q
 from aivault.indexer.duck import one
 from aivault.indexer.leftover import TMP_SUFFIX as TMP_SUFFIX
-from aivault.indexer.leftover import _remove, _wal, fsync_dir
+from aivault.indexer.leftover import _remove, _wal
 from aivault.indexer.leftover import clean_leftover as clean_leftover
 from aivault.indexer.leftover import leftovers_removed as leftovers_removed
-from aivault.indexer.leftover import live_path as live_path
-from aivault.indexer.leftover import retired_wal_path as retired_wal_path
 from aivault.indexer.leftover import tmp_path as tmp_path
 from aivault.indexer.segments import MergePlan, SegmentSet
 from aivault.indexer.store import now_ms, transaction
@@ -75,7 +66,7 @@ RECLAIM_MIN_FREE_BYTES = int(float(os.environ.get("AIVAULT_RECLAIM_MIN_FREE_MB",
 SPACE_MARGIN_BYTES = 64 << 20
 SPACE_FACTOR = 1.1
 
-STEPS = ("attached", "copied", "detached", "closed", "retired", "renamed")
+STEPS = ("attached", "copied", "detached", "closed", "renamed")
 _ATTACHED_AS = "aivault_reclaim"
 # Test hook: "STEP:PATH" writes STEP to PATH when the reclaim reaches STEP, then waits to be killed
 # (tests/test_reclaim.py kills the process there with SIGKILL); "STEP:PATH:SECONDS" waits that long
@@ -93,7 +84,6 @@ TABLES_OF = "SELECT table_name FROM duckdb_tables() WHERE database_name = ? ORDE
 DATABASE_SIZE = """SELECT block_size, total_blocks, used_blocks, free_blocks FROM pragma_database_size()
     WHERE database_name = ?"""
 TABLE_BLOCKS = "SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE persistent"
-TABLE_IN_BLOCKS = "SELECT coalesce(bool_and(persistent), true) FROM pragma_storage_info('{table}')"
 COLUMNS_OF = """SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = ?
     ORDER BY column_index"""
 # A merging copy (copy(merge=...)): the tables besides the merge's inputs row for row, the
@@ -153,17 +143,14 @@ def merge_worth_copying(con: duckdb.DuckDBPyConnection, plan: MergePlan, db_path
     """Whether ``plan``'s merge, run in place, would leave the file due for a reclaim: its inputs'
     blocks freed on top of what is free now (the merged segment about their size).
 
-    ``con``: the writer's. The inputs' blocks are counted in the file. A bulk load's batches write
-    their postings straight into blocks (DuckDB's optimistic writes), so those of a bulk segment
-    are there before any checkpoint; an input with rows still only in memory (the WAL) is counted
-    after a checkpoint. Nothing is counted when the file and its WAL together are too small to free
-    RECLAIM_MIN_FREE_BYTES (a small index merges in place as it always did).
+    ``con``: the writer's. It is checkpointed first, so that the inputs' blocks are in the file to be
+    counted, unless the file and its WAL together are too small to free RECLAIM_MIN_FREE_BYTES
+    (then nothing is written: a small index merges in place as it always did).
     """
     wal = _wal(db_path)
     if db_path.stat().st_size + (wal.stat().st_size if wal.exists() else 0) < RECLAIM_MIN_FREE_BYTES:
         return False
-    if not all(_in_blocks(con, seg.name) for seg in plan.inputs):
-        con.execute("CHECKPOINT")
+    con.execute("CHECKPOINT")
     block, used, free = _blocks(con, database_name(con))
     u = Usage(db_path.stat().st_size, used * block, free * block)
     inputs = 0
@@ -172,12 +159,6 @@ def merge_worth_copying(con: duckdb.DuckDBPyConnection, plan: MergePlan, db_path
         inputs += (int(found[0]) if found else 0) * block
     after = Usage(u.file_bytes + max(0, inputs - u.free_bytes), u.used_bytes, u.free_bytes + inputs)
     return after.due()
-
-
-def _in_blocks(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    """Whether every row of ``table`` is stored in the file's blocks (none only in memory)."""
-    found = one(con, TABLE_IN_BLOCKS.format(table=table))
-    return bool(found and found[0])
 
 
 def disk_problem(db_path: Path, used_bytes: int) -> str | None:
@@ -208,8 +189,8 @@ def pause_at(step: str) -> None:
         time.sleep(1)
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
         os.fsync(fd)
     finally:
@@ -310,9 +291,6 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None 
     failure the temporary file is removed and ReclaimFailed raised; the database is untouched.
     """
     tmp = tmp_path(db_path)
-    if retired_wal_path(db_path).exists():
-        raise ReclaimFailed(f"an earlier swap of the index is unfinished ({retired_wal_path(db_path).name}); "
-                            "it is finished when the writer next opens the index (restart `aivault serve`)")
     _remove(tmp)
     src = database_name(con)
     attached = False
@@ -350,46 +328,22 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None 
     return tmp
 
 
-def close_without_checkpoint(con: duckdb.DuckDBPyConnection) -> None:
-    """Step 4 for the caller's last connection: closed, its WAL left as it is (``swap`` retires it)."""
-    con.execute("PRAGMA disable_checkpoint_on_shutdown")
-    con.close()
-
-
 def swap(tmp: Path, db_path: Path) -> None:
-    """Steps 4-6, once every connection to ``db_path`` is closed: retire its WAL, rename the copy over it.
+    """Steps 4-5, once every connection to ``db_path`` is closed: rename the copy over it.
 
-    Refused (ReclaimFailed, the copy removed, the WAL back in place) if the copy has a WAL or a
-    rename fails: the database is then the old one, whole.
+    Refused (ReclaimFailed, the copy removed) if the database still has a WAL: it belongs to the
+    old file and must never be replayed onto the new one.
     """
     pause_at("closed")
-    if _wal(tmp).exists():
+    if _wal(db_path).exists() or _wal(tmp).exists():
         _remove(tmp)
-        raise ReclaimFailed("the copy of the index has a write-ahead log after it was closed; "
-                            "the index was left as it was")
-    wal, retired = _wal(db_path), retired_wal_path(db_path)
+        raise ReclaimFailed("the index still has a write-ahead log after its connections were closed; "
+                            "it was left as it was")
     try:
         os.chmod(tmp, 0o600)
-        if wal.exists():
-            os.replace(wal, retired)
-            fsync_dir(db_path.parent)
-    except OSError as exc:
-        _remove(tmp)
-        raise ReclaimFailed(f"cannot set the index's write-ahead log aside for the swap: {exc}") from exc
-    pause_at("retired")
-    try:
         os.replace(tmp, db_path)
     except OSError as exc:
-        try:
-            if retired.exists():
-                os.replace(retired, wal)
-        except OSError:
-            # The copy stays the index: the next writer to open it finishes the swap (leftover.py).
-            raise ReclaimFailed(f"cannot rename the copy over the index ({exc}) nor put its write-ahead log "
-                                "back; the next start of the writer finishes the swap") from exc
         _remove(tmp)
         raise ReclaimFailed(f"cannot rename the copy over the index: {exc}") from exc
-    fsync_dir(db_path.parent)
     pause_at("renamed")
-    with contextlib.suppress(FileNotFoundError):
-        retired.unlink()
+    _fsync(db_path.parent, directory=True)

@@ -27,7 +27,6 @@ from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLoc
 from aivault.home import Home
 from aivault.indexer import schema as q
 from aivault.indexer.duck import one
-from aivault.indexer.leftover import live_path
 from aivault.text import TOKENIZER_VERSION
 
 _log = log.get("indexer.store")
@@ -235,11 +234,8 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
-    if read_only:
-        # While a swap a kill interrupted is unfinished, the reclaim's copy is the index (leftover.py).
-        db_path = live_path(db_path)
-        if not db_path.exists():
-            raise IndexMissing(str(db_path))
+    if read_only and not db_path.exists():
+        raise IndexMissing(str(db_path))
     problem = access_problem(db_path, write=not read_only)
     if problem is not None:
         raise problem

@@ -291,11 +291,8 @@ class LocalService:
                 # is refused all the same, the free blocks are not counted yet: this state of the
                 # index is looked at again at the next tick instead of being judged not worth it
                 # (CI of 910e8cb once saw a daemon that was searched all along never reclaim).
-                # A merging copy runs whatever the ratio, and reads what the WAL holds: checkpointing
-                # the WAL into the file the swap replaces would be work thrown away.
                 try:
-                    if merge is None:
-                        self.con.execute("CHECKPOINT")
+                    self.con.execute("CHECKPOINT")
                 except duckdb.Error as exc:
                     _log.debug("checkpoint refused; the reclaim is looked at again", error=str(exc))
                     self._reclaim_checked = None
@@ -346,7 +343,7 @@ class LocalService:
                 t_swap = time.monotonic()
                 with self.lifecycle.exclusive():
                     self.engine.close()
-                    reclaim_mod.close_without_checkpoint(self.con)
+                    self.con.close()
                     reason = None
                     try:
                         reclaim_mod.swap(tmp, db)

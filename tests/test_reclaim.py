@@ -311,18 +311,12 @@ def test_a_merge_in_the_copy_sorted_in_parts_writes_what_one_sort_writes(corpus:
 @pytest.mark.parametrize("step", reclaim.STEPS)
 def test_kill_9_at_each_step_of_a_merging_copy_loses_nothing(corpus: Path, unmerged: Home, merged: Home,
                                                              tmp_path: Path, step: str) -> None:
-    """SIGKILL while `aivault index` merges in its copy: the index opens whole (unmerged until the old
-    file's WAL is set aside, merged from then on: the copy, read in its place until the rename), and
-    the next `aivault index` ends with exactly the uninterrupted result."""
+    """SIGKILL while `aivault index` merges in its copy: the index opens whole (unmerged before the
+    rename, merged after), and the next `aivault index` ends with exactly the uninterrupted result."""
     h = _copy_home(unmerged, tmp_path / "home")
     _index_until_killed(h, corpus, step, tmp_path / "paused")
-    swapping = step in ("retired", "renamed")
-    # The pass's commits are still in the WAL (the copy read them there): the swap set it aside.
-    assert reclaim.retired_wal_path(h.db_path).exists() == swapping
-    live = reclaim.live_path(h.db_path)
-    assert live == (reclaim.tmp_path(h.db_path) if step == "retired" else h.db_path)
-    states = [state for state, _ in _registry(live)]
-    assert states == (["sorted", "active"] if swapping else ["active"]), states
+    states = [state for state, _ in _registry(h.db_path)]
+    assert states == (["sorted", "active"] if step == "renamed" else ["active"]), states
     assert reclaim.tmp_path(h.db_path).exists() == (step != "renamed")
     queries = _queries(merged.db_path)
     found = _direct_answers(h, queries)[0]
@@ -331,7 +325,7 @@ def test_kill_9_at_each_step_of_a_merging_copy_loses_nothing(corpus: Path, unmer
     again = run_cli(h.path, "index", "--json", *_roots(corpus), env=cli_env(h.path, **ALWAYS), timeout=600)
     assert again.returncode == 0, again.stderr
     assert ("interrupted reclaim" in again.stderr) == (step != "renamed"), again.stderr
-    assert not reclaim.tmp_path(h.db_path).exists() and not reclaim.retired_wal_path(h.db_path).exists()
+    assert not reclaim.tmp_path(h.db_path).exists()
     assert content(h.db_path) == content(merged.db_path)
     assert _usage(h.db_path).ratio <= reclaim.RECLAIM_RATIO
     assert _direct_answers(h, queries)[0] == _direct_answers(merged, queries)[0]
