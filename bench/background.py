@@ -1,6 +1,6 @@
 """Search latency while the daemon works in the background, against idle, on one index in one run.
 
-    python -m bench.background --size 100k [--rounds 6] [--reps 1] [--before DIR] [--no-merge]
+    python -m bench.background --size 100k [--rounds 6] [--reps 1] [--before DIR] [--merges N]
 
 A fresh one-shot (lexical) index of the generated corpus, then the daemon on it (``CHILD``: what
 ``aivault serve`` runs, plus "pause" / "resume" of the background embedder's model calls on
@@ -12,11 +12,12 @@ through ``daemon.sock`` in turns on that one daemon:
 * **embedding**: the embedder running, as a new user's does for hours after the first
   ``aivault serve``; its texts/s are reported while the searches run and, after the turns, over
   30 s with no search at all;
-* **merge** (unless ``--no-merge``): new transcripts (a second generated corpus, 30 % of the
-  size, under a root of its own) arrive with the embedder paused; once they are committed the
-  daemon's idle compaction merges everything into one segment, and the queries are timed while
-  ``indexStats.merging`` is true, against **idle after merge** on the merged index (meanwhile the
-  searches also visit the unsorted new segment);
+* **merge** (``--merges N`` times, 0 for none): new transcripts (a generated corpus of 30 % of the
+  size over the N bursts, under a root of its own) arrive with the embedder paused; once they are
+  committed the daemon's idle compaction merges everything into one segment, and the queries are
+  timed while ``indexStats.merging`` is true, against **idle after merge** on the merged index
+  (meanwhile the searches also visit the unsorted new segment). One merge at 1M gives ~10 queries
+  a class in a 3-s window; several bursts give several windows, each followed by its idle turn;
 * with ``--before DIR`` the idle / embedding turns again, from another source tree (e.g.
   ``git archive <commit> | tar -x -C DIR``), so a change is measured before and after in one run.
 
@@ -192,7 +193,7 @@ def alternate(d: Daemon, label: str, queries: dict[str, list[str]], rounds: int,
     res["embedding"][f"embedding{label}"] = emb
 
 
-def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path | None, merge: bool,
+def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path | None, merges: int,
         quiet_s: float) -> dict[str, Any]:
     n = SIZES[size]
     corpus, manifest = corpus_for(base, n, seed)
@@ -226,24 +227,27 @@ def run(size: str, base: Path, seed: int, rounds: int, reps: int, before: Path |
         print(f"  {res['warm_vectors']} vectors published; routes {res['route']}", flush=True)
         alternate(d, "", queries, rounds, reps, quiet_s, lat, res)
         print("  idle / embedding done", flush=True)
-        if merge:
-            d.embedding(False)
+        d.embedding(False)
+        res["merges"] = []
+        for i in range(merges):
             t0 = time.monotonic()
             gen = base / f"background-gen-{size}"
-            generate(gen, int(n * MERGE_EXTRA), seed=seed + 1)
+            generate(gen, int(n * MERGE_EXTRA / merges), seed=seed + 1 + i)
             for p in (gen / "claude" / "projects").iterdir():
-                shutil.copytree(p, extra / "claude" / "projects" / f"x{p.name}")
+                shutil.copytree(p, extra / "claude" / "projects" / f"x{i}-{p.name}")
             shutil.rmtree(gen)
             d.rpc.call("aiVault.reconcile", {"full": False})
             d.wait("the merge to start", lambda s: bool(s.get("merging")))
             t1 = time.monotonic()
-            _add(lat, "merge", time_classes(d.rpc, queries, 1000, go_on=lambda: bool(d.stats().get("merging"))))
-            res["merge_s"] = time.monotonic() - t1
-            res["merge_started_after_s"] = t1 - t0
+            during = time_classes(d.rpc, queries, 1000, go_on=lambda: bool(d.stats().get("merging")))
+            _add(lat, "merge", during)
+            merge_s = time.monotonic() - t1
             d.wait("the merge to end", _settled)
             time.sleep(quiet_s)
             _add(lat, "idle after merge", time_classes(d.rpc, queries, reps))
-            print(f"  merge done ({res['merge_s']:.1f} s)", flush=True)
+            res["merges"].append({"merge_s": round(merge_s, 2), "started_after_s": round(t1 - t0, 2),
+                                  "queries": min(len(v) for v in during.values())})
+            print(f"  merge {i + 1}/{merges} done ({merge_s:.1f} s)", flush=True)
     finally:
         d.close()
     if before is not None:
@@ -286,7 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1, help="passes over the query set per phase and turn")
     ap.add_argument("--before", type=Path, default=None,
                     help="also embed from this source tree (an export of an earlier commit)")
-    ap.add_argument("--no-merge", action="store_true")
+    ap.add_argument("--merges", type=int, default=1,
+                    help="bursts of new transcripts, each merged while searched (0: none); together "
+                         "they add MERGE_EXTRA of the corpus")
     ap.add_argument("--quiet-s", type=float, default=12.0,
                     help="wait after a daemon starts, past its idle compaction (IDLE_FREEZE_AFTER_S)")
     args = ap.parse_args(argv)
@@ -295,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.before is not None and not (args.before / "aivault").is_dir():
         raise SystemExit(f"--before {args.before}: no aivault package there")
     os.environ.setdefault("AIVAULT_LOG_LEVEL", "warning")
-    res = run(args.size, base, args.seed, args.rounds, args.reps, args.before, not args.no_merge, args.quiet_s)
+    res = run(args.size, base, args.seed, args.rounds, args.reps, args.before, args.merges, args.quiet_s)
     (base / f"background-{args.size}.json").write_text(json.dumps(res, indent=2))
     print()
     print(table(res))
