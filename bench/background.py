@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-s", type=float, default=12.0,
                     help="wait after a daemon starts, past its idle compaction (IDLE_FREEZE_AFTER_S)")
     args = ap.parse_args(argv)
+    if args.merges < 0:
+        raise SystemExit(f"--merges {args.merges}: a count of bursts, 0 for none")
     base = Path(args.out)
     base.mkdir(parents=True, exist_ok=True)
     if args.before is not None and not (args.before / "aivault").is_dir():
