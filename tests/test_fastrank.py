@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from aivault.indexer.segments import K1, B
 from aivault.query import bm25, chunk_texts, fastrank, postings, sql
 from aivault.query.engine import Engine
 from aivault.query.fastrank import SessionTable
@@ -194,7 +195,7 @@ def test_a_capped_term_keeps_its_best_postings_over_all_segments(index: Index, m
             assert holding >= 2 and len(candidates) > cap, (holding, len(candidates))
 
             def impact(tf: int, dl: int) -> float:
-                return tf / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / snap.avgdl))
+                return tf / (tf + K1 * (1 - B + B * dl / snap.avgdl))
 
             best = sorted(candidates, key=lambda r: (-impact(r[1], r[2]), r[0]))[:cap]
             want = sorted(r[0] for r in best)
