@@ -94,3 +94,16 @@ def test_a_batch_s_postings_are_each_token_s_terms_counted_one_by_one() -> None:
             want += sorted((i, tid, f) for tid, f in counts.items())
         assert list(zip(chunk.tolist(), terms.tolist(), tf.tolist(), strict=True)) == \
             [(c, tok._tid_hash[tid], f) for c, tid, f in want]
+
+
+def test_an_ascii_chunk_s_length_is_its_count_of_translated_surfaces() -> None:
+    """The ASCII path's token count (runs counted in C) equals the surfaces bytes.split gives, edges included."""
+    from aivault.text import _ASCII_SPLIT
+
+    rnd = random.Random(31)
+    pieces = ["lock", "C++", "#7", "+", "#", "a+b", "x", " ", "  ", "\n", "\t", ".", "--", "(", ")", "_", "0x1f", "?!"]
+    tok = Tokenizer()
+    for _ in range(400):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 25)))
+        assert tok.add(0, text) == len(text.encode("ascii").translate(_ASCII_SPLIT).split()), text
+        tok.finish()
