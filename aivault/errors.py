@@ -255,6 +255,12 @@ _BY_CODE: dict[int, type[AivaultError]] = {
 }
 
 
+def clip(text: str, limit: int = p.RPC_ECHO_MAX_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: a peer's strings repeated in
+    error messages and log lines stay small (docs/protocol.md "Echoes")."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def error_value(exc: AivaultError) -> dict[str, object]:
     """The wire form of an error reply body."""
     return {"code": exc.code, "name": p.ERROR_CODES.get(exc.code, "error"), "message": str(exc)}

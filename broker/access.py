@@ -13,9 +13,8 @@ from typing import Any, Protocol
 from aivault import __version__
 from aivault.broker.exposure import Caller, redact_read, redact_search, redact_status
 from aivault.broker.hosts import parse_host
-from aivault.broker.router import clip
 from aivault.codec import RpcRequest
-from aivault.errors import MethodNotFound, NotPermitted, ProtocolError
+from aivault.errors import MethodNotFound, NotPermitted, ProtocolError, clip
 from aivault.protocol import (
     METHOD_PING,
     METHOD_READ,

@@ -26,7 +26,7 @@ from aivault.broker.exposure import FULL_DIAGNOSTICS, LOCAL_CALLER, Caller
 from aivault.broker.hosts import Host, parse_host
 from aivault.broker.pairing import CurveGate
 from aivault.broker.remote import HostConnections
-from aivault.broker.router import Broker, clip
+from aivault.broker.router import Broker
 from aivault.codec import RpcRequest
 from aivault.errors import (
     AivaultError,
@@ -36,6 +36,7 @@ from aivault.errors import (
     InvalidParams,
     MethodNotFound,
     NotPermitted,
+    clip,
 )
 from aivault.home import Home
 from aivault.protocol import (

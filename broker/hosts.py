@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from aivault.errors import HostUnavailable, InvalidParams
+from aivault.errors import HostUnavailable, InvalidParams, clip
 
 _SSH = re.compile(r"^ssh:[A-Za-z0-9._@:\[\]-]{1,255}$")
 _RUNTIME = re.compile(r"^runtime:[A-Za-z0-9._-]{1,128}$")
@@ -33,7 +33,7 @@ def parse_host(value: object) -> Host:
         raise InvalidParams("host 'all' is not supported: search one execution host at a time")
     if _SSH.match(value) or _RUNTIME.match(value):
         return Host(value)
-    raise InvalidParams(f"invalid host id {value!r}: use local, ssh:<target> or runtime:<environmentId>")
+    raise InvalidParams(f"invalid host id {clip(value)!r}: use local, ssh:<target> or runtime:<environmentId>")
 
 
 def remote_unavailable(host: Host) -> HostUnavailable:

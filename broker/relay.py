@@ -31,7 +31,6 @@ from aivault import policy as policy_mod
 from aivault.broker.access import answer_remote
 from aivault.broker.client import Connection
 from aivault.broker.exposure import Caller
-from aivault.broker.router import clip
 from aivault.codec import (
     RpcReply,
     RpcRequest,
@@ -41,7 +40,7 @@ from aivault.codec import (
     encode_stream,
     peek_request_id,
 )
-from aivault.errors import AivaultError, Busy, DaemonUnreachable, IndexLocked, error_value
+from aivault.errors import AivaultError, Busy, DaemonUnreachable, IndexLocked, clip, error_value
 from aivault.home import Home
 from aivault.protocol import (
     METHOD_PING,

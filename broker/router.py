@@ -38,10 +38,9 @@ import zmq
 from aivault import log
 from aivault.broker.exposure import LOCAL_CALLER, Caller
 from aivault.codec import RpcReply, RpcRequest, decode_request, encode_reply, peek_request_id
-from aivault.errors import AivaultError, AuthenticationError, Busy, MethodNotFound, error_value
+from aivault.errors import AivaultError, AuthenticationError, Busy, MethodNotFound, clip, error_value
 from aivault.protocol import (
     RPC_BACKLOG_MAX_BYTES,
-    RPC_ECHO_MAX_CHARS,
     RPC_MAX_FRAME_BYTES,
     RPC_MAX_QUEUED_REQUESTS,
     RPC_PEER_BACKLOG_MAX_BYTES,
@@ -75,12 +74,6 @@ class Gate(Protocol):
     def answer(self, zap: zmq.Socket[bytes]) -> None: ...
 
     def caller(self, user_id: str | None) -> Caller | None: ...
-
-
-def clip(text: str, limit: int = RPC_ECHO_MAX_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was: a peer's strings repeated in
-    error messages and log lines stay small."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 @dataclass(slots=True)

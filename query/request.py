@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aivault.errors import InvalidParams
+from aivault.errors import InvalidParams, clip
 from aivault.protocol import SEARCH_MAX_LIMIT
 
 DEFAULT_LIMIT = 20
@@ -92,7 +92,7 @@ def parse_since(value: str) -> int:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError as exc:
-        raise InvalidParams(f"filters.since must be an ISO-8601 date or time, got {value!r}") from exc
+        raise InvalidParams(f"filters.since must be an ISO-8601 date or time, got {clip(value)!r}") from exc
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
@@ -143,7 +143,7 @@ def parse_request(params: Any) -> SearchRequest:
     paths = _str_list(raw_filters.get("scopePaths"), "filters.scopePaths")
     for p in paths:
         if not p.startswith("/"):
-            raise InvalidParams(f"filters.scopePaths must hold absolute paths, got {p!r}")
+            raise InvalidParams(f"filters.scopePaths must hold absolute paths, got {clip(p)!r}")
     since_raw = raw_filters.get("since")
     if since_raw is not None and not isinstance(since_raw, str):
         raise InvalidParams("filters.since must be an ISO-8601 string")

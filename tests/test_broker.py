@@ -27,6 +27,7 @@ from aivault.codec import RpcReply, RpcRequest, decode_reply, encode_request, pa
 from aivault.home import Home
 from aivault.protocol import (
     ERR_BUSY,
+    ERR_INVALID_PARAMS,
     ERR_METHOD_NOT_FOUND,
     ERR_PARSE,
     METHOD_PING,
@@ -238,6 +239,27 @@ def test_an_unknown_method_is_echoed_cut_short(served: DaemonProcess) -> None:
     assert len(err["message"]) < RPC_ECHO_MAX_CHARS + 80
     assert "100008 characters" in err["message"]
     assert all("x" * 1000 not in json.dumps(e) for e in log_events(served.home.path / "daemon.log"))
+    _still_serves(served)
+
+
+def test_a_long_host_id_and_since_are_echoed_cut_short(served: DaemonProcess) -> None:
+    """A 1 MB execution host id, and a 1 MB filters.since, come back as invalid-params quoting at most 64
+    characters of it."""
+    key = served.home.key()
+    s = _dealer(served.home.rpc_endpoint)
+    try:
+        s.send_multipart(encode_request(key, RpcRequest("host", METHOD_SEARCH, {"query": "quokka"},
+                                                        host="h" * 1_000_000)))
+        s.send_multipart(encode_request(key, RpcRequest("since", METHOD_SEARCH,
+                                                        {"query": "quokka", "filters": {"since": "s" * 1_000_000}})))
+        replies = {r.id: r for r in _drain(s, key, 2, 10)}
+    finally:
+        s.close(0)
+    for rid, value in (("host", "h"), ("since", "s")):
+        assert replies[rid].ok is False and replies[rid].value["code"] == ERR_INVALID_PARAMS
+        message = replies[rid].value["message"]
+        assert len(message) < RPC_ECHO_MAX_CHARS + 120
+        assert value * RPC_ECHO_MAX_CHARS + "… (1000000 characters)" in message
     _still_serves(served)
 
 

@@ -333,3 +333,104 @@ def test_a_cleared_index_and_consent_off_are_error_values(home: Home, roots: dic
     assert answer(off) == {"error": "unavailable", "reason": "disabled", "message": answer(off)["message"]}
     assert "aivault enable" in answer(off)["message"]
     assert refresh.is_error and answer(refresh)["error"] == "indexing-disabled"
+
+
+def _refused(r: Any, argument: str, sent: str) -> None:
+    """``r`` is an invalid-params error value naming ``argument``, within the default bound, echoing
+    at most 64 characters of what was sent."""
+    assert r.is_error and result_size(r) <= 4000, (argument, result_size(r))
+    value = answer(r)
+    assert value["error"] == "invalid-params" and argument in value["message"], value
+    assert sent * 65 not in r.content[0].text
+
+
+def test_huge_and_malformed_arguments_are_refused_by_name_within_the_bound(home: Home, roots: dict[str, Path]) -> None:
+    """1 MB host ids, dates, argument and tool names, and numbers of 5,000 digits or past 64 bits are each
+    an invalid-params value naming what was wrong, at most 4,000 bytes, the value cut to 64 characters."""
+    _corpus(roots, sessions=2)
+    _index(home, roots)
+    mb = 1_000_000
+
+    async def body(c: Client) -> dict[str, Any]:
+        async def search(**args: Any) -> Any:
+            return await c.call_tool("search_sessions", {"query": "lock", **args})
+
+        return {
+            "host": await search(host="h" * mb),
+            "since": await search(since="s" * mb),
+            "name": await search(**{"k" * mb: 1}),
+            "names": await search(**{f"{i}" + "n" * 100: 1 for i in range(1000)}),
+            "tool": await c.call_tool("t" * mb, {}),
+            "limit digits": await search(limit="9" * 5000),
+            "limit 5,000-digit number": await search(limit=10**4999),
+            "limit past 64 bits": await search(limit=2**64),
+            "limit 1e300": await search(limit=1e300),
+            "max_chars digits": await search(max_chars="9" * 5000),
+            "count digits": await c.call_tool("read_session", {"session_id": "x", "count": "9" * 5000}),
+            "position past 64 bits": await c.call_tool("read_session", {"session_id": "x", "position": 10**30}),
+            "clamped": await search(limit="25"),
+        }
+
+    r = run_mcp(home, body)
+    _refused(r["host"], "host id", "h")
+    _refused(r["since"], "since", "s")
+    _refused(r["name"], "no argument", "k")
+    assert "997 more" in answer(r["names"])["message"] and result_size(r["names"]) <= 4000
+    _refused(r["tool"], "no tool", "t")
+    for key, argument in (("limit digits", "limit"), ("limit 5,000-digit number", "limit"),
+                          ("limit past 64 bits", "limit"), ("limit 1e300", "limit"),
+                          ("max_chars digits", "max_chars"), ("count digits", "count"),
+                          ("position past 64 bits", "position")):
+        _refused(r[key], argument, "9")
+    assert not r["clamped"].is_error and "limit 25 is outside 1-20; used 20" in answer(r["clamped"])["notes"]
+
+
+def test_a_long_query_is_not_repeated_and_its_hits_come_back(home: Home, roots: dict[str, Path]) -> None:
+    """A 3,500-character query: the summary quotes 64 characters of it, a note says it was cut, and the
+    hits fit the default 4,000 bytes."""
+    _corpus(roots, sessions=12)
+    _index(home, roots)
+    query = ("duckdb lock " * 300)[:3500]
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("search_sessions", {"query": query})
+
+    r = run_mcp(home, body)
+    value = answer(r)
+    assert not r.is_error and result_size(r) <= 4000
+    assert len(value["hits"]) == 5 and value["summary"].startswith("5 session(s) for 'duckdb lock")
+    assert "(3500 characters)" in value["summary"] and query[:100] not in r.content[0].text
+    assert any("first 512 characters" in n for n in value["notes"])
+
+
+def test_a_session_in_a_6000_character_folder_is_found_and_read_within_the_bound(home: Home,
+                                                                                 roots: dict[str, Path]) -> None:
+    """Its hit and its window's header cut the folder and resume command in their middle (truncated: true)
+    and the messages still fit: 4,000 bytes by default, 1,000 at the smallest max_chars."""
+    from tests.builders.claude import session_fields
+
+    folder = "/home/dev/" + "deep-folder/" * 500 + "the-project"
+    assert len(folder) > 6000
+    c = ClaudeWriter(roots["claude"], cwd="/home/dev/short")
+    c.fields = session_fields(c.session_id, folder, "main")  # the records say the long folder
+    c.title("zeppelin work")
+    for i in range(8):
+        c.user(f"the zeppelin hangar step {i} " + "word " * 60).assistant(f"done step {i} " + "word " * 60)
+    _index(home, roots)
+
+    async def body(cl: Client) -> tuple[Any, Any, Any]:
+        found = await cl.call_tool("search_sessions", {"query": "zeppelin hangar"})
+        read = await cl.call_tool("read_session", {"session_id": c.session_id, "query": "zeppelin hangar step 3"})
+        small = await cl.call_tool("read_session", {"session_id": c.session_id, "count": 20, "max_chars": 1000})
+        return found, read, small
+
+    found, read, small = run_mcp(home, body)
+    [hit] = answer(found)["hits"]
+    assert result_size(found) <= 4000 and hit["truncated"] is True and hit["id"] == c.session_id
+    assert hit["cwd"].startswith("/home/dev/deep-folder/") and hit["cwd"].endswith("/the-project")
+    assert "…" in hit["cwd"] and len(hit["cwd"]) <= 300 and c.session_id in hit["resume"]
+    window = answer(read)
+    assert not read.is_error and result_size(read) <= 4000, result_size(read)
+    assert window["session"]["truncated"] is True and window["session"]["cwd"].endswith("/the-project")
+    assert len(window["messages"]) >= 2 and window["hitAt"] in [m["position"] for m in window["messages"]]
+    assert not small.is_error and result_size(small) <= 1000 and answer(small)["messages"]

@@ -4,6 +4,11 @@ Agents send numbers as strings (``"5"``), booleans as ``"true"``, one string whe
 asked for, and names in another case. Those are read as meant. Anything else -- an unknown
 argument name, a word where a number goes -- is refused with a message naming the valid values:
 silently dropping it would let the agent believe a filter applied that did not.
+
+A whole number outside an argument's range is clamped into it with a note, unless it is past 64
+bits (a digit string of any length, a JSON number, 1e300): no count, size or position is that big,
+so it is refused. A refusal repeats at most ``RPC_ECHO_MAX_CHARS`` of a value or a name the agent
+sent, and names at most three unknown arguments.
 """
 
 from __future__ import annotations
@@ -13,9 +18,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aivault.errors import InvalidParams
+from aivault.errors import InvalidParams, clip
 
 _INT = re.compile(r"^\s*[+-]?\d+\s*$")
+# The largest magnitude of a number argument, and its digits (2**63 - 1 has 19).
+_INT_MAX = 2**63 - 1
+_INT_MAX_DIGITS = 19
+# Unknown argument names quoted in the refusal; the others are counted.
+_UNKNOWN_SHOWN = 3
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off", ""})
 
@@ -75,8 +85,10 @@ def parse_args(tool: str, args: tuple[Arg, ...], raw: dict[str, Any] | None) -> 
     known = {a.name: a for a in args}
     unknown = sorted(k for k in raw if k not in known)
     if unknown:
-        raise InvalidParams(f"{tool} has no argument {', '.join(map(repr, unknown))}; its arguments are "
-                            f"{', '.join(known)}")
+        names = [repr(clip(k)) for k in unknown[:_UNKNOWN_SHOWN]]
+        if len(unknown) > _UNKNOWN_SHOWN:
+            names.append(f"{len(unknown) - _UNKNOWN_SHOWN} more")
+        raise InvalidParams(f"{tool} has no argument {', '.join(names)}; its arguments are {', '.join(known)}")
     out = Parsed()
     for a in args:
         value = raw.get(a.name)
@@ -124,14 +136,18 @@ def _read(tool: str, a: Arg, value: Any, notes: list[str]) -> Any:
 
 
 def _integer(value: Any) -> int | None:
+    """A whole number of at most 64 bits (a bigger one is no count, size or position: refused, not clamped)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
     if isinstance(value, str) and _INT.match(value):
-        return int(value)
+        text = value.strip()
+        if len(text.lstrip("+-")) > _INT_MAX_DIGITS:  # before int(): past 4,300 digits it raises
+            return None
+        value = int(text)
+    if isinstance(value, int) and -_INT_MAX <= value <= _INT_MAX:
+        return value
     return None
 
 
@@ -160,5 +176,7 @@ def _choice(where: str, a: Arg, value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """The value as the agent sent it, at most RPC_ECHO_MAX_CHARS of it."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit number"  # str() of it may be long, or refused past 4,300 digits
+    return clip(json.dumps(value, ensure_ascii=False, default=str))

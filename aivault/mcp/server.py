@@ -15,19 +15,21 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 
 from aivault import __version__, log
 from aivault.broker.asker import Asker
-from aivault.errors import AivaultError, InvalidParams
+from aivault.errors import AivaultError, InvalidParams, clip
 from aivault.home import Home
-from aivault.mcp.tools import TOOLS, Caller, ToolFailed, Tools, dump
+from aivault.mcp.stdio import checked_stdio
+from aivault.mcp.tools import DEFAULT_MAX_CHARS, TOOLS, Caller, ToolFailed, Tools, dump, result_bytes
 from aivault.protocol import ERROR_CODES
 
 _log = log.get("mcp")
 
 INSTRUCTIONS = ("Search the user's past AI coding-agent sessions on this machine with search_sessions before "
                 "redoing work or guessing at earlier decisions; read_session shows the messages around a hit.")
+# An error message past the result's bound is cut to this many characters (each at most 4 bytes).
+_ERROR_MESSAGE_CHARS = 800
 # Request bodies the HTTP transport accepts; MCP requests of these tools are a few hundred bytes.
 HTTP_MAX_BODY_BYTES = 65_536
 
@@ -43,13 +45,20 @@ def tools_list_bytes() -> int:
 
 
 def error_text(exc: Exception) -> str:
-    """An MCP tool error: the contract's error name and a message that says what to do."""
+    """An MCP tool error: the contract's error name and a message that says what to do, the whole
+    result within DEFAULT_MAX_CHARS bytes (a message that would not fit is cut, saying how long it was)."""
     if isinstance(exc, ToolFailed):
-        return dump({"error": exc.name, "message": str(exc), **exc.extra})
-    if isinstance(exc, AivaultError):
-        return dump({"error": ERROR_CODES.get(exc.code, "internal-error"), "message": str(exc)})
-    return dump({"error": "internal-error", "message": f"{exc.__class__.__name__}: {exc}. The server's log "
-                                                       "(stderr) has the details."})
+        payload = {"error": exc.name, "message": str(exc), **exc.extra}
+    elif isinstance(exc, AivaultError):
+        payload = {"error": ERROR_CODES.get(exc.code, "internal-error"), "message": str(exc)}
+    else:
+        payload = {"error": "internal-error", "message": f"{exc.__class__.__name__}: {exc}. The server's log "
+                                                         "(stderr) has the details."}
+    text = dump(payload)
+    if result_bytes(text) > DEFAULT_MAX_CHARS:
+        payload = {"error": payload["error"], "message": clip(str(payload["message"]), _ERROR_MESSAGE_CHARS)}
+        text = dump(payload)
+    return text
 
 
 def build_server(home: Home, *, caller: Caller | None = None) -> Server[Any]:
@@ -89,7 +98,7 @@ def serve_stdio(home: Home) -> None:
     server = build_server(home)
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        async with checked_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     _log.info("mcp server started", transport="stdio", home=str(home.path))

@@ -26,9 +26,10 @@ from typing import Any
 
 from aivault.broker.asker import Asker
 from aivault.broker.exposure import Transport, redact_for_transport, redact_status
-from aivault.errors import AivaultError, IndexingDisabled, NeedsDaemon
+from aivault.errors import AivaultError, IndexingDisabled, NeedsDaemon, clip
 from aivault.mcp.args import Arg, Parsed, input_schema, parse_args
 from aivault.protocol import AGENT_NAMES, METHOD_READ, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
+from aivault.query.request import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 
 DEFAULT_MAX_CHARS = 4000
 MAX_CHARS_CAP = 16_000
@@ -39,6 +40,12 @@ SESSION_ENV = ("AIVAULT_SESSION_ID", "CLAUDE_CODE_SESSION_ID", "CODEX_THREAD_ID"
 # Snippet and title lengths tried, longest first, before a hit is dropped from a page.
 _SNIPPET_STEPS = (300, 160, 80, 0)
 _TITLE_CHARS = 100
+# A folder, branch and resume command are cut in their middle past these (both ends say the most);
+# the hit or session then says truncated: true. Past them, a window's header is cut again to the
+# second step when even one message would not fit.
+_FIELD_STEPS = ((300, 400), (60, 80))
+# The shortest a lone message's text is cut to before it is dropped instead.
+_MIN_MESSAGE_CHARS = 40
 # A reconcile started by index_status runs in the background; its answer may take this long.
 _REFRESH_TIMEOUT_S = 3600.0
 
@@ -146,6 +153,27 @@ def _cut(text: Any, n: int) -> str | None:
     return out + "…"
 
 
+def _cut_middle(text: Any, n: int) -> str | None:
+    """``text`` in at most ``n`` characters: its start and its end around "…" (a path's and a command's
+    ends say the most)."""
+    if not isinstance(text, str):
+        return None
+    if len(text) <= n:
+        return text
+    head = (n - 1) // 3
+    return text[:head] + "…" + text[len(text) - (n - 1 - head):]
+
+
+def _place(s: dict[str, Any], chars: int, resume_chars: int) -> dict[str, Any]:
+    """A hit's or a session's folder, branch and resume command, each cut to its step; ``truncated``
+    says one was."""
+    raw = {"cwd": s.get("cwd"), "branch": s.get("branch"), "resume": s.get("resumeCommand")}
+    out: dict[str, Any] = {k: _cut_middle(v, resume_chars if k == "resume" else chars) for k, v in raw.items()}
+    if any(out[k] != raw[k] for k in raw):
+        out["truncated"] = True
+    return out
+
+
 class Tools:
     """The tools' implementations over an Asker per host; one instance per server process."""
 
@@ -161,13 +189,19 @@ class Tools:
     def call(self, name: str, raw: dict[str, Any] | None) -> str:
         spec = BY_NAME.get(name)
         if spec is None:
-            raise ToolFailed("invalid-params", f"no tool {name!r}; the tools are {', '.join(BY_NAME)}")
+            raise ToolFailed("invalid-params", f"no tool {clip(name)!r}; the tools are {', '.join(BY_NAME)}")
         args = parse_args(name, spec.args, raw)
+        budget = int(args.values.get("max_chars", DEFAULT_MAX_CHARS))
         if name == "search_sessions":
-            return self.search(args)
-        if name == "read_session":
-            return self.read(args)
-        return self.status(args)
+            text = self.search(args)
+        elif name == "read_session":
+            text = self.read(args)
+        else:
+            text = self.status(args)
+        if result_bytes(text) > budget:  # each tool fits its answer; this is the bound's last guard
+            raise ToolFailed("internal-error", f"the {name} answer was {result_bytes(text)} bytes, over max_chars "
+                                               f"{budget} (a bug): ask for fewer results")
+        return text
 
     # --- search_sessions --------------------------------------------------------------------------
     def search(self, args: Parsed) -> str:
@@ -193,7 +227,11 @@ class Tools:
             hits = [_received(asker, h) for h in result["hits"] if not (live and h.get("sessionId") == live)]
             left_out = len(result["hits"]) - len(hits)
             extra = self._catching_up(asker, a.get("host"))
-            text, shown = self._fit_hits(a["query"], hits, result, left_out, live, extra, args.notes, budget)
+            notes = list(args.notes)
+            if (result.get("truncated") or {}).get("query"):
+                notes.append(f"the query was searched as its first {MAX_QUERY_CHARS} characters and "
+                             f"{MAX_QUERY_TERMS} words")
+            text, shown = self._fit_hits(a["query"], hits, result, left_out, live, extra, notes, budget)
             if shown == len(hits) or shown == 0:
                 return text
             limit = shown + left_out  # ask for exactly what fits, so the cursor follows the last hit shown
@@ -222,12 +260,14 @@ class Tools:
                   live: str | None, extra: dict[str, Any], notes: list[str], budget: int) -> tuple[str, int]:
         """The largest prefix of ``hits`` (snippets shortened first) whose answer fits ``budget`` bytes."""
         page = result.get("page") or {}
-        for n in range(len(hits), -1, -1):
+        # Never the whole query: a long one would crowd out the hits it found (the agent has it anyway).
+        quoted = repr(clip(query))
+        for n in range(len(hits), 0 if hits else -1, -1):
             for chars in _SNIPPET_STEPS:
                 compact = [self._hit(h, chars) for h in hits[:n]]
                 complete = n == len(hits)
                 more = bool(page.get("hasMore")) or not complete
-                summary = f"{n} session(s) for {query!r}" + ("; more: pass cursor" if more and complete else "")
+                summary = f"{n} session(s) for {quoted}" + ("; more: pass cursor" if more and complete else "")
                 payload: dict[str, Any] = {"summary": summary, "hits": compact,
                                            "cursor": page.get("cursor") if complete else None}
                 if not complete:
@@ -240,15 +280,16 @@ class Tools:
                 text = dump(payload)
                 if result_bytes(text) <= budget:
                     return text, n
-        return dump({"summary": "max_chars is too small for any hit", "hits": []}), 0
+        return dump({"summary": f"max_chars {budget} is too small for any hit of {quoted}: ask with a larger "
+                                f"max_chars (at most {MAX_CHARS_CAP})", "hits": []}), 0
 
     @staticmethod
     def _hit(h: dict[str, Any], snippet_chars: int) -> dict[str, Any]:
         ev = h.get("evidence") or {}
         out = {"agent": h.get("agent"), "id": h.get("sessionId"), "title": _cut(h.get("title"), _TITLE_CHARS),
-               "cwd": h.get("cwd"), "branch": h.get("branch"), "when": _when(h.get("updatedAt")),
+               **_place(h, *_FIELD_STEPS[0]), "when": _when(h.get("updatedAt")),
                "snippet": _cut(ev.get("snippet"), snippet_chars) if snippet_chars else None,
-               "resume": h.get("resumeCommand"), "executionHostId": h.get("executionHostId")}
+               "executionHostId": h.get("executionHostId")}
         return {k: v for k, v in out.items() if v not in (None, "")}
 
     def _live_session(self, asker: Asker) -> str | None:
@@ -304,35 +345,40 @@ class Tools:
         return self._fit_messages(result, str(params.get("direction", "forward")), args.notes, budget)
 
     def _fit_messages(self, result: dict[str, Any], direction: str, notes: list[str], budget: int) -> str:
+        """The window within ``budget`` bytes: messages dropped from the far end of the reading direction
+        (``before``/``after`` follow), a lone one cut shorter, the header's folder and resume command cut
+        further when even that does not fit."""
         s = result["session"]
-        session = {k: v for k, v in {"agent": s.get("agent"), "id": s.get("sessionId"),
-                                     "title": _cut(s.get("title"), _TITLE_CHARS), "cwd": s.get("cwd"),
-                                     "branch": s.get("branch"), "when": _when(s.get("updatedAt")),
-                                     "resume": s.get("resumeCommand")}.items() if v not in (None, "")}
-        msgs = [{k: v for k, v in {"position": m["position"], "role": m["role"],
+        full = [{k: v for k, v in {"position": m["position"], "role": m["role"],
                                    "kind": None if m["kind"] == "text" else m["kind"], "when": _when(m["timestamp"]),
                                    "text": m["text"], "truncated": m["truncated"]}.items() if v is not None}
                 for m in result["messages"]]
-        before, after = result.get("before"), result.get("after")
-        while True:
-            first = msgs[0]["position"] if msgs else None
-            last = msgs[-1]["position"] if msgs else None
-            summary = (f"messages {first}-{last} of {result.get('total')} in this session" if msgs
-                       else f"no messages in this window ({result.get('total')} in the session)")
-            payload: dict[str, Any] = {"summary": summary, "session": session, "messages": msgs,
-                                       "before": before, "after": after}
-            if result.get("anchor") is not None:
-                payload["hitAt"] = result["anchor"]
-            if notes:
-                payload["notes"] = notes
-            text = dump(payload)
-            if result_bytes(text) <= budget or not msgs:
-                return text
-            # Drop from the far end of the reading direction; the cursor positions follow.
-            if direction == "backward" or (direction == "around" and len(msgs) % 2 == 0):
-                before = msgs.pop(0)["position"]
-            else:
-                after = msgs.pop()["position"]
+        text = ""
+        for chars, resume_chars in _FIELD_STEPS:
+            session = {k: v for k, v in {"agent": s.get("agent"), "id": s.get("sessionId"),
+                                         "title": _cut(s.get("title"), _TITLE_CHARS),
+                                         **_place(s, chars, resume_chars),
+                                         "when": _when(s.get("updatedAt"))}.items() if v not in (None, "")}
+            msgs = [dict(m) for m in full]
+            before, after = result.get("before"), result.get("after")
+            while True:
+                text = _window(result, session, msgs, before, after, notes)
+                if result_bytes(text) <= budget:
+                    return text
+                if len(msgs) > 1:
+                    if direction == "backward" or (direction == "around" and len(msgs) % 2 == 0):
+                        before = msgs.pop(0)["position"]
+                    else:
+                        after = msgs.pop()["position"]
+                elif msgs and len(msgs[0]["text"]) > _MIN_MESSAGE_CHARS:
+                    msgs[0]["text"] = _cut(msgs[0]["text"], len(msgs[0]["text"]) // 2)
+                    msgs[0]["truncated"] = True
+                elif msgs:
+                    dropped = msgs.pop()["position"]
+                    before, after = (dropped, after) if direction == "backward" else (before, dropped)
+                else:
+                    break
+        return text
 
     # --- index_status -----------------------------------------------------------------------------
     def status(self, args: Parsed) -> str:
@@ -362,8 +408,8 @@ class Tools:
         if refresh:
             payload["refresh"] = refresh
         for n in (200, 80, 0):
-            payload["status"]["degradedRoots"] = [{"root": r.get("root"), "reason": _cut(r.get("reason"), n)}
-                                                  for r in roots[:5]] if n else []
+            payload["status"]["degradedRoots"] = [{"root": _cut_middle(r.get("root"), n + 100),
+                                                   "reason": _cut(r.get("reason"), n)} for r in roots[:5]] if n else []
             text = dump(payload)
             if result_bytes(text) <= DEFAULT_MAX_CHARS:
                 break
@@ -394,6 +440,21 @@ class Tools:
 
         threading.Thread(target=run, name="mcp-refresh", daemon=True).start()
         return "started"
+
+
+def _window(result: dict[str, Any], session: dict[str, Any], msgs: list[dict[str, Any]], before: Any, after: Any,
+            notes: list[str]) -> str:
+    first = msgs[0]["position"] if msgs else None
+    last = msgs[-1]["position"] if msgs else None
+    summary = (f"messages {first}-{last} of {result.get('total')} in this session" if msgs
+               else f"no messages in this window ({result.get('total')} in the session)")
+    payload: dict[str, Any] = {"summary": summary, "session": session, "messages": msgs, "before": before,
+                               "after": after}
+    if result.get("anchor") is not None:
+        payload["hitAt"] = result["anchor"]
+    if notes:
+        payload["notes"] = notes
+    return dump(payload)
 
 
 def _transport(asker: Asker) -> Transport:
