@@ -197,3 +197,26 @@ def test_an_invalid_host_id_is_refused_at_start(home: Home) -> None:
     """--host all (or a malformed id) stops the command before it serves."""
     r = run_cli(home.path, "web", "--host", "all")
     assert r.returncode != 0 and "one execution host" in r.stderr
+
+
+def test_malformed_input_is_an_error_value_never_a_500(home: Home, roots: dict[str, Path]) -> None:
+    """A body of 4,000 nested [ is 400 invalid-params; query-string numbers past 64 bits are clamped (searches
+    and reads answer) and ones past 4,300 digits 400, never a 500."""
+    sessions = _index(home, roots)
+    w = WebProcess(home)
+    try:
+        headers = {"Origin": f"http://{w.authority}", "Content-Type": "application/json", "X-Aivault-Csrf": w.csrf}
+        status, _, body = w.request("POST", "/api/policy", b"[" * 4000, headers)
+        assert status == 400 and body["error"] == "invalid-params" and "nests too deeply" in body["message"]
+        huge = "9" * 40
+        status, _, page = w.request("GET", f"/api/search?query=duckdb+lock&limit={huge}")
+        assert status == 200 and len(page["hits"]) == 3
+        status, _, page = w.request("GET", f"/api/search?query=duckdb+lock&limit=-{huge}")
+        assert status == 200 and len(page["hits"]) == 1
+        for query in (f"count={huge}", f"count={huge}&from={huge}", f"from=-{huge}"):
+            status, _, read = w.request("GET", f"/api/session?id={sessions[0].session_id}&{query}")
+            assert status == 200 and len(read["messages"]) == 2, query
+        status, _, body = w.request("GET", "/api/search?query=x&limit=" + "9" * 5000)
+        assert status == 400 and body["error"] == "invalid-params" and "limit" in body["message"]
+    finally:
+        w.stop()

@@ -32,6 +32,8 @@ STATIC = Path(__file__).resolve().parent / "static"
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 # A clear closes the indexer and replaces the database before it answers; the rebuild runs after.
 CLEAR_TIMEOUT_S = 600.0
+# The largest magnitude of a query-string number (from, count, limit): 2**31 - 1.
+_INT32 = 2**31 - 1
 _HTTP_STATUS = {"invalid-params": 400, "session-not-found": 404, "host-unavailable": 502, "needs-daemon": 503,
                 "busy": 503, "index-locked": 503, "indexing-disabled": 409}
 # The page's own security policy: its script and style only, nothing framed, nothing sent elsewhere.
@@ -176,17 +178,22 @@ class Page:
 
 
 def _int(value: str | None, name: str, default: int) -> int:
+    """A query-string number, clamped into 32 bits (each request then clamps it to its own range: a
+    bigger one could not even be sent to the daemon); past 4,300 digits it is refused as not a number."""
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        n = int(value)
     except ValueError:
         raise InvalidParams(f"{name} must be a whole number, got {value[:20]!r}") from None
+    return max(-_INT32, min(_INT32, n))
 
 
 async def _json(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"{}")
+    except RecursionError:
+        raise InvalidParams("the body is not JSON a parser reads: it nests too deeply") from None
     except ValueError as exc:
         raise InvalidParams(f"the body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
