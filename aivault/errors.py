@@ -257,7 +257,7 @@ _BY_CODE: dict[int, type[AivaultError]] = {
 
 def clip(text: str, limit: int = p.RPC_ECHO_MAX_CHARS) -> str:
     """``text`` cut to ``limit`` characters, saying how long it was: a peer's strings repeated in
-    error messages and log lines stay small (docs/protocol.md "Echoes")."""
+    error messages and log lines stay small (docs/protocol.md §1.1, echoes)."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 

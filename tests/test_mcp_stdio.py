@@ -111,7 +111,8 @@ def _still_answers(s: RawServer) -> None:
     assert json.loads(status["result"]["content"][0]["text"])["summary"]
 
 
-# Each line, and the one answer it must get: JSON-RPC 2.0 §4.2 and §5.1 (id null when it cannot be read).
+# Each line, and the one answer it must get (the JSON-RPC 2.0 specification, sections 4.2 and 5.1): id null
+# when the line's id cannot be read.
 INVALID_LINES: list[tuple[str, bytes, dict[str, Any] | None]] = [
     ("empty line", b"\n", _error(None, PARSE, "the line is empty")),
     ("blank line", b"  \t \r\n", _error(None, PARSE, "the line is empty")),
@@ -148,7 +149,7 @@ INVALID_LINES: list[tuple[str, bytes, dict[str, Any] | None]] = [
      _error(10, INVALID, "neither a request (method) nor a response (result or error)")),
     ("unknown method", b'{"jsonrpc":"2.0","id":11,"method":"nope/nope"}\n',
      _error(11, {"code": -32601, "message": "Method not found"}, "nope/nope")),
-    # Notifications are never answered (§4.1), nor are responses (the server asked nothing).
+    # Notifications are never answered (section 4.1), nor are responses (the server asked nothing).
     ("unknown notification", b'{"jsonrpc":"2.0","method":"nope/nope"}\n', None),
     ("a cancel of no request", b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}}\n',
      None),

@@ -16,10 +16,12 @@ checked first; one that is not a valid message is answered with the error JSON-R
 An integer literal too long for any JSON parser here (past 4,300 digits) is passed on as a string of
 its digits, so that a tool argument given so is refused by name like any other wrong value.
 
-Notifications are never answered, invalid or not (JSON-RPC 2.0 §4.1), nor are responses: the
-server sends no requests, so a response matches none; both are logged. Valid lines go on to the
-SDK unchanged, which answers an unknown method ``-32601``; the server's error answers have their
-``data`` cut to ``RPC_ECHO_MAX_CHARS`` (the SDK repeats the whole method name there).
+A notification (a request without an id) is never answered (the JSON-RPC 2.0 specification,
+section 4.1), unless it is not even a request object (then it is answered with id null, as there);
+nor is a response: the server sends no requests, so a response matches none. What is dropped is
+logged. Valid lines go on to the SDK unchanged, which answers an unknown method ``-32601``; the
+server's error answers have their ``data`` cut to ``RPC_ECHO_MAX_CHARS`` (the SDK repeats the whole
+method name there).
 """
 
 from __future__ import annotations
