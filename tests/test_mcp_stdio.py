@@ -34,11 +34,13 @@ class RawServer:
     """`aivault mcp` as a child process, its stdout read line by line on a thread."""
 
     def __init__(self, home: Home) -> None:
-        env = cli_env(home.path)
+        env = cli_env(home.path, AIVAULT_LOG_LEVEL="info")
         for name in (*SESSION_ENV, "CLAUDE_PROJECT_DIR"):
             env.pop(name, None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp"], env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.log = home.path / "mcp-stderr.log"
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp"], env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log)
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.pings = 0
@@ -169,11 +171,15 @@ def test_every_invalid_line_gets_its_json_rpc_error_and_the_server_goes_on(serve
 
 
 def test_a_long_method_name_and_a_line_over_the_limit_are_answered_briefly(server: RawServer) -> None:
-    """A 1 MB method name is echoed at most 64 characters; a line past 4 MiB is refused unread, and nothing is lost."""
+    """A 1 MB method or tool name is echoed at most 64 characters, in the answer and the log; a line past 4 MiB
+    is refused unread, and nothing is lost."""
     name = "m" * 1_000_000
     [unknown] = server.answers_to(json.dumps({"jsonrpc": "2.0", "id": 12, "method": name}).encode() + b"\n")
     assert unknown["id"] == 12 and unknown["error"]["code"] == -32601
     assert unknown["error"]["data"] == "m" * RPC_ECHO_MAX_CHARS + "… (1000000 characters)"
+    tool = server.request("tools/call", {"name": "t" * 1_000_000, "arguments": {}}, rid="tool")
+    assert tool["result"]["isError"] is True and len(json.dumps(tool)) < 4000
+    assert "t" * RPC_ECHO_MAX_CHARS + "… (1000000 characters)" in tool["result"]["content"][0]["text"]
     huge = json.dumps({"jsonrpc": "2.0", "id": 13, "method": "ping", "params": {"x": "x" * STDIO_MAX_LINE_BYTES}})
     t0 = time.monotonic()
     assert server.answers_to(huge.encode() + b"\n") == [
@@ -185,3 +191,7 @@ def test_a_long_method_name_and_a_line_over_the_limit_are_answered_briefly(serve
     assert len(line) == STDIO_MAX_LINE_BYTES + 1  # exactly at the limit with its newline
     assert server.answers_to(line) == [{"jsonrpc": "2.0", "id": 14, "result": {}}]
     _still_answers(server)
+    server.stop()
+    log = server.log.read_text()
+    assert '"event": "tool"' in log and "mcp line refused" in log
+    assert "m" * (RPC_ECHO_MAX_CHARS + 1) not in log and "t" * (RPC_ECHO_MAX_CHARS + 1) not in log

@@ -84,9 +84,9 @@ def build_server(home: Home, *, caller: Caller | None = None) -> Server[Any]:
         except (AivaultError, InvalidParams) as exc:
             ok, error, text = False, exc.__class__.__name__, error_text(exc)
         except Exception as exc:  # a bug: the agent gets an error value, the log the traceback
-            _log.exception("tool failed", tool=params.name)
+            _log.exception("tool failed", tool=clip(params.name))
             ok, error, text = False, exc.__class__.__name__, error_text(exc)
-        _log.info("tool", tool=params.name, ok=ok, error=error, bytes=len(text.encode("utf-8")),
+        _log.info("tool", tool=clip(params.name), ok=ok, error=error, bytes=len(text.encode("utf-8")),
                   ms=round((time.monotonic() - t0) * 1000, 1))
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=not ok)
 
