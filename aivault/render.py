@@ -191,6 +191,7 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
             print(st(DIM, f"  not indexed: {line}"), file=out)
         if stats.get("writeError"):
             print(st(RED, f"  {stats['writeError']}"), file=out)
+        repair_lines(stats.get("repairs"), st, out)
         watch_line(stats.get("watch"), st, out)
         state = stats.get("semanticState")
         if state == "off":
@@ -218,6 +219,32 @@ def disk_line(disk: dict[str, int] | None, last: dict[str, Any] | None) -> str:
         else:
             line += f" · not reclaimed {when(last.get('at'))}: {last.get('reason')}"
     return line
+
+
+def repair_lines(repairs: dict[str, Any] | None, st: Style, out: TextIO) -> None:
+    """What was repaired in the index file after a crash (indexer/integrity.py), newest first."""
+    if not repairs or not repairs.get("count"):
+        return
+    n = int(repairs["count"])
+    print(st(YELLOW, f"index repairs: {n} (after a crash or an upgrade; nothing indexed was lost: each was made "
+                     "from the index's own tables)"), file=out)
+    for r in repairs.get("latest") or []:
+        print(st(DIM, f"  {when(r.get('at'))}: {r.get('kind')}: {r.get('what')}"), file=out)
+
+
+def last_run_line(run: Any, last_sweep: int | None, out: TextIO = sys.stdout) -> str:
+    """How the last one-shot `aivault index` ended, when it did not finish (aivault/lastrun.py) and no full
+    pass has completed since; "" otherwise."""
+    if run is None or (last_sweep is not None and last_sweep >= (run.ended_at or run.started_at)):
+        return ""
+    st = Style(out)
+    if run.state == "failed":
+        return st(RED, f"the last `aivault index` stopped {when(run.ended_at)}: {run.reason}")
+    if run.stale():
+        return st(YELLOW, f"the last `aivault index` (pid {run.pid}, started {when(run.started_at)}) did not finish: "
+                          "it was killed or the machine stopped. What it committed is searchable; run `aivault index` "
+                          "to finish.")
+    return ""
 
 
 def watch_line(watch: list[dict[str, Any]] | None, st: Style, out: TextIO) -> None:

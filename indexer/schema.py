@@ -16,7 +16,7 @@ from typing import Final
 
 from aivault.protocol import Kind, Role
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 # Migrations: version -> statements. Never edit a released migration; add the next number.
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
@@ -106,6 +106,16 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # How a unit is read (lines | zst | whole, aivault/scanner/sources.py): the scanner's
     # "unchanged" test and its re-checks depend on it.
     3: ("ALTER TABLE files ADD COLUMN mode VARCHAR DEFAULT 'lines'",),
+    # What was repaired in the file (indexer/integrity.py): an index rebuilt because it disagreed
+    # with its table, the rows of a commit that never finished. The writer that migrates a file to
+    # this version also rebuilds its indexes once: DuckDB before this version could lose a killed
+    # writer's rows from them (indexer/integrity.py), and nothing looked.
+    4: ("""CREATE TABLE repairs (
+            at_ms BIGINT NOT NULL,            -- when (epoch ms)
+            kind VARCHAR NOT NULL,            -- index-rebuilt | unfinished-commit
+            what VARCHAR NOT NULL,            -- for people: which index or table, what was wrong
+            n BIGINT NOT NULL                 -- rows missing from the index, or removed
+        )""",),
 }
 
 CREATE_VERSION_TABLE: Final = """CREATE TABLE IF NOT EXISTS schema_version (
@@ -224,6 +234,22 @@ READ_EVERY_COLUMN: Final = 'SELECT max(hash(COLUMNS(*))) FROM "{table}"'
 # Rows of an unfinished commit: ids at or past the counter a commit advances (indexer/store.py).
 COUNT_UNFINISHED: Final = "SELECT count(*) FROM {table} WHERE {col} >= ?"
 DELETE_UNFINISHED: Final = "DELETE FROM {table} WHERE {col} >= ?"
+
+# The ART indexes against their tables (indexer/integrity.py).
+LIST_INDEXES: Final = """SELECT index_name, table_name, expressions, sql FROM duckdb_indexes()
+    WHERE database_name = current_database() AND schema_name = 'main' ORDER BY index_name"""
+# The values of a table's newest rows and of a sample, with how many rows hold each; the counts come
+# from a join, which DuckDB never answers from an ART.
+PROBE_VALUES: Final = """WITH picked AS (
+        (SELECT {col} AS v FROM {table} ORDER BY rowid DESC LIMIT {newest})
+        UNION (SELECT {col} AS v FROM {table} USING SAMPLE {sample} ROWS))
+    SELECT {col}, count(*) FROM {table} WHERE {col} IN (SELECT v FROM picked) GROUP BY {col}"""
+PROBE_EVERY_VALUE: Final = "SELECT {col}, count(*) FROM {table} GROUP BY {col}"
+# The same rows found through the index: a literal IN list of at most index_scan_max_count values.
+COUNT_BY_INDEX: Final = "SELECT count(*) FROM {table} WHERE {col} IN ({values})"
+INSERT_REPAIR: Final = "INSERT INTO repairs VALUES (?, ?, ?, ?)"
+COUNT_REPAIRS: Final = "SELECT count(*) FROM repairs"
+SELECT_REPAIRS: Final = "SELECT at_ms, kind, what, n FROM repairs ORDER BY at_ms DESC LIMIT ?"
 COUNT_EXPIRED_FILES: Final = "SELECT count(*) FROM files WHERE expired"
 DELETE_ALL_VECTORS: Final = "DELETE FROM vectors"
 

@@ -252,6 +252,21 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def close_writer(con: duckdb.DuckDBPyConnection) -> None:
+    """Close the read-write handle after a CHECKPOINT statement of its own.
+
+    DuckDB checkpoints when the last connection closes, but without a client context, which
+    writes an index still unbound since the open as it was before the WAL (indexer/integrity.py);
+    a statement binds every index first. A database DuckDB invalidated refuses it: then only the
+    close, which leaves the WAL for the next writer.
+    """
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.Error as exc:
+        _log.debug("no checkpoint before closing the index; its WAL is replayed by the next writer", error=str(exc))
+    con.close()
+
+
 class WriteFence:
     """Tells a reader whether any write transaction began in this process since it last looked.
 
@@ -306,11 +321,16 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 def migrate(con: duckdb.DuckDBPyConnection) -> Meta:
     """Bring the schema to SCHEMA_VERSION and make sure the meta row exists."""
+    return migrate_from(con)[0]
+
+
+def migrate_from(con: duckdb.DuckDBPyConnection) -> tuple[Meta, int]:
+    """``migrate``, also returning the schema version the file had (0: a new file)."""
     with WRITES.held():
         return _migrate(con)
 
 
-def _migrate(con: duckdb.DuckDBPyConnection) -> Meta:
+def _migrate(con: duckdb.DuckDBPyConnection) -> tuple[Meta, int]:
     con.execute("BEGIN")
     try:
         con.execute(q.CREATE_VERSION_TABLE)
@@ -328,7 +348,7 @@ def _migrate(con: duckdb.DuckDBPyConnection) -> Meta:
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return read_meta(con)
+    return read_meta(con), version
 
 
 def read_meta(con: duckdb.DuckDBPyConnection) -> Meta:
@@ -382,11 +402,16 @@ def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, i
     found = _unfinished(con, meta)
     if not found:
         return {}
+    from aivault.indexer import integrity
+
     with transaction(con):
         for table, col, watermark, _ in found:
             con.execute(q.DELETE_UNFINISHED.format(table=table, col=col), [watermark])
-    con.execute("CHECKPOINT")
     removed = {table: n for table, _, _, n in found}
+    for table, n in removed.items():
+        integrity.record(con, "unfinished-commit", f"{table}: {n:,} row(s) of a commit that never finished "
+                                                   "removed", n)
+    con.execute("CHECKPOINT")
     _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
                  "committing; DuckDB had kept part of that commit)", rows=removed)
     return removed
@@ -425,16 +450,33 @@ def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
     return _open_read_write(home, reindex=True)
 
 
+# Files of an older schema were written by versions that did not look after the indexes
+# (indexer/integrity.py): they are checked and rebuilt once.
+INDEXES_CHECKED_SINCE = 4
+
+
 def _open_read_write(home: Home, *, reindex: bool) -> tuple[duckdb.DuckDBPyConnection, Meta]:
+    """The read-write handle. A file whose WAL is there was not closed cleanly (its writer was killed,
+    or DuckDB invalidated it): its WAL is checkpointed first and its indexes checked and rebuilt."""
     home.ensure()
+    unclean = _wal(home).exists()
     old = os.umask(0o077)
     try:
         con = connect(home.db_path, read_only=False)
     finally:
         os.umask(old)
     try:
-        meta = migrate(con)
+        if unclean:
+            # First, before any statement could leave an index unbound until the close: see
+            # indexer/integrity.py (DuckDB's shutdown checkpoint drops a replayed WAL's index entries).
+            con.execute("CHECKPOINT")
+        meta, version = migrate_from(con)
         repair_unfinished(con, meta)
+        if unclean or 0 < version < INDEXES_CHECKED_SINCE:
+            from aivault.indexer import integrity
+
+            integrity.verify_and_rebuild(con, why="the last writer did not close the index" if unclean else
+                                         f"first opened by a version that checks indexes (schema {version})")
         if reindex:
             meta = reindex_if_stale(con, meta)
     except UNREADABLE as exc:

@@ -26,7 +26,7 @@ import duckdb
 from aivault import config, log
 from aivault import policy as policy_mod
 from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid
-from aivault.home import Home
+from aivault.home import Home, unusable
 from aivault.indexer import reclaim as reclaim_mod
 from aivault.indexer.merges import MERGE_QUIET_S
 from aivault.indexer.segments import MergePlan, SegmentLock
@@ -36,6 +36,7 @@ from aivault.indexer.store import (
     UNREADABLE,
     WRITES,
     Meta,
+    close_writer,
     connect,
     damaged,
     lock_holder,
@@ -78,10 +79,13 @@ def clear_offline(home: Home) -> list[str]:
                               "or use its daemon (`aivault clear` talks to a running one)")
     removed = []
     for path in index_files(home):
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        try:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:  # a read-only file system, another user's directory
+            raise unusable(path, exc, "delete") from exc
         removed.append(path.name)
     _log.info("index cleared (offline)", removed=removed)
     return removed
@@ -171,7 +175,10 @@ class LocalService:
         with self._transition, self.lifecycle.exclusive():
             self.indexer.stop()
             self.engine.close()
-            self.con.close()
+            if self.read_only:
+                self.con.close()
+            else:
+                close_writer(self.con)
 
     # --- a database DuckDB gave up on ------------------------------------------------------------
     def _watch_health(self) -> None:

@@ -92,6 +92,7 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Sessions in the index and everything left out of it, per agent and reason, and the file's
     size beside its used data (for humans: `aivault status`); the meta counters only ever grow, so
     they are not counts."""
+    from aivault.indexer.integrity import repairs as repair_journal
     from aivault.indexer.reclaim import usage
 
     cur = con.cursor()
@@ -113,9 +114,10 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                     reasons[k] = reasons.get(k, 0) + int(v)
             if reasons:
                 skipped[str(agent)] = reasons
+        repairs = repair_journal(cur)
     finally:
         cur.close()
-    return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk}
+    return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk, "repairs": repairs}
 
 
 def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:

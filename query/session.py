@@ -15,7 +15,7 @@ import threading
 
 from aivault import config, log
 from aivault.errors import AlreadyRunning
-from aivault.home import Home
+from aivault.home import Home, unusable
 from aivault.indexer.store import open_writer
 from aivault.query.local import LocalService
 
@@ -45,7 +45,10 @@ class WriterSession:
         self._watch: threading.Thread | None = None
 
     def _lock_pidfile(self) -> int:
-        fd = os.open(self.home.pid_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.home.pid_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a read-only file system, another user's directory
+            raise unusable(self.home.pid_path, exc, "write") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

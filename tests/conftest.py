@@ -141,14 +141,14 @@ def inproc_daemon(home: Home, roots: dict[str, Path]) -> Iterator[InprocDaemon]:
 class DaemonProcess:
     """``aivault serve`` as a subprocess, with an RPC client bound to its data directory."""
 
-    def __init__(self, home: Home, roots: dict[str, Path], *, extra_env: dict[str, str] | None = None,
+    def __init__(self, home: Home, roots: dict[str, Path] | list[str], *, extra_env: dict[str, str] | None = None,
                  schedule_args: list[str] | None = None, prefix: list[str] | None = None) -> None:
         from aivault.broker.client import RpcClient
 
         self.home = home
         # ``prefix`` runs the daemon under another command (e.g. prlimit), which exec()s it: same pid.
         args = [*(prefix or []), sys.executable, "-m", "aivault.cli", "serve", "--no-default-roots"]
-        for spec in root_args(roots):
+        for spec in (roots if isinstance(roots, list) else root_args(roots)):
             args += ["--root", spec]
         self.log = open(home.path / "daemon.log", "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(args + (schedule_args or []), env=cli_env(home.path, **(extra_env or {})),
@@ -205,6 +205,31 @@ class DaemonProcess:
         self.proc.kill()
         self.proc.wait(10)
         self.log.close()
+
+
+def assert_indexes_agree(db: Path) -> None:
+    """Every row of every indexed table is found through its ART index (indexer/integrity.py)."""
+    import duckdb
+
+    from aivault.indexer.integrity import probe_all
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        wrong = [p for p in probe_all(con, everything=True) if not p.agrees]
+    finally:
+        con.close()
+    assert not wrong, f"indexes that disagree with their tables: {wrong}"
+
+
+def restart_and_stop_cleanly(home: Home, roots: dict[str, Path] | list[str]) -> None:
+    """The step after every kill: `aivault serve` opens what the killed process left and is stopped with
+    SIGTERM as soon as it answers, then every index must still find every row of its table. (A daemon's
+    clean close right after a crash once dropped a killed writer's last rows from the indexes.)"""
+    d = DaemonProcess(home, roots)
+    code = d.stop()
+    assert code == 0, f"the restarted daemon exited {code}: {(home.path / 'daemon.log').read_text()[-2000:]}"
+    assert not Path(str(home.db_path) + ".wal").exists(), "a clean stop leaves no WAL"
+    assert_indexes_agree(home.db_path)
 
 
 def log_events(path: Path) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from aivault.scanner import cline
 from aivault.scanner.agents import SPECS
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import cline as b
-from tests.conftest import InprocDaemon, cli_env, lexical_only, wait_until
+from tests.conftest import InprocDaemon, cli_env, lexical_only, restart_and_stop_cleanly, wait_until
 from tests.test_crash import assert_same_index, fingerprint
 
 QUIRKS = Path(__file__).resolve().parent / "fixtures" / "quirks"
@@ -362,4 +362,6 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_no_task_message(
         assert ix.generation > killed_at
     finally:
         d.close()
+    assert_same_index(home.db_path, reference)
+    restart_and_stop_cleanly(home, [])
     assert_same_index(home.db_path, reference)

@@ -25,7 +25,17 @@ from aivault import policy
 from aivault.home import Home
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
+from tests.conftest import (
+    REPO,
+    DaemonProcess,
+    cli_env,
+    lexical_only,
+    pid_alive,
+    restart_and_stop_cleanly,
+    root_args,
+    run_cli,
+    wait_until,
+)
 
 MESSAGES = 60_000
 
@@ -119,6 +129,8 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
     finally:
         d.close()
     assert_same_index(home.db_path, reference)
+    restart_and_stop_cleanly(home, root_specs)
+    assert_same_index(home.db_path, reference)
 
 
 def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
@@ -141,6 +153,10 @@ def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
     assert wait_until(lambda: not any(pid_alive(int(c)) for c in children), timeout=15), "orphan scanner"
     partial = fingerprint(home.db_path)
     assert 0 < partial[2] < MESSAGES
+    status = run_cli(home.path, "status", check=True).stdout
+    assert f"the last `aivault index` (pid {proc.pid}" in status and "did not finish" in status, status
+    restart_and_stop_cleanly(home, [])  # nothing to index: the killed writer's file, opened and closed
+    assert fingerprint(home.db_path) == partial
     rerun = _index(home.path, corpus)
     assert rerun.returncode == 0, rerun.stderr
     assert_same_index(home.db_path, reference)
@@ -254,6 +270,114 @@ def test_rows_of_an_unfinished_commit_are_removed_on_open(home: Home, roots: dic
     assert [h["sessionId"] for h in again["hits"]] == [h["sessionId"] for h in before["hits"]]
     assert _unfinished(home) == {}
     assert "a commit that never finished" in after.stderr
+    restart_and_stop_cleanly(home, roots)
+    assert [h["sessionId"] for h in json.loads(run_cli(home.path, "search", "--json", "walrus", check=True).stdout)[
+        "hits"]] == [h["sessionId"] for h in before["hits"]]
+
+
+# --- kill -9 of the daemon, then a clean restart: the ART indexes (indexer/integrity.py) --------------
+
+def _indexed_then_killed(home: Home, roots: dict[str, Path]) -> ClaudeWriter:
+    """The issue's sequence up to the kill: a small index, 5 lines appended to one transcript, `aivault
+    serve` until they are searchable, kill -9. Their rows are left in the WAL."""
+    writers = [ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{s}") for s in range(20)]
+    for s, w in enumerate(writers):
+        for i in range(10):
+            w.user(f"question {i} about walrus {s}").assistant(f"answer {i} with tusk {s}")
+    run_cli(home.path, *_index_args(roots), check=True)
+    for i in range(5):
+        writers[0].user(f"zebracorn line {i}")
+    d = DaemonProcess(home, roots)
+    try:
+        assert wait_until(lambda: len(d.search("zebracorn")["hits"]) == 1, timeout=60), d.read_log()
+    finally:
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+        d.rpc.close()
+        d.log.close()
+    assert Path(str(home.db_path) + ".wal").exists(), "the kill was meant to leave committed rows in the WAL"
+    return writers[0]
+
+
+def _by_id(db: Path) -> tuple[int, int, int]:
+    """(zebracorn chunks in the table, of those found by an ART point lookup, their session found by one)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT chunk, sess FROM chunks WHERE text LIKE '%zebracorn%'").fetchall()
+        found = sum(int(con.execute("SELECT count(*) FROM chunks WHERE chunk = ?", [c]).fetchall()[0][0])
+                    for c, _ in rows)
+        sess = int(con.execute("SELECT count(*) FROM sessions WHERE sess = ?", [rows[0][1]]).fetchall()[0][0])
+        return len(rows), found, sess
+    finally:
+        con.close()
+
+
+def _found_everywhere(home: Home, roots: dict[str, Path], writer: ClaudeWriter) -> None:
+    """The 5 lines: by point lookups, by a direct-mode search and by a daemon's, snippet and all."""
+    assert _by_id(home.db_path) == (5, 5, 1)
+    direct = json.loads(run_cli(home.path, "search", "--json", "zebracorn", check=True).stdout)
+    assert [h["sessionId"] for h in direct["hits"]] == [writer.session_id] and not direct["page"]["hasMore"]
+    assert "zebracorn" in direct["hits"][0]["evidence"]["snippet"]
+    d = DaemonProcess(home, roots)
+    try:
+        [hit] = d.search("zebracorn")["hits"]
+        assert hit["sessionId"] == writer.session_id and "zebracorn" in hit["evidence"]["snippet"]
+    finally:
+        d.stop()
+
+
+def test_rows_indexed_before_a_kill_stay_findable_after_a_restart_and_a_clean_stop(
+        home: Home, roots: dict[str, Path]) -> None:
+    """kill -9 of `aivault serve`, then `aivault serve` stopped by SIGTERM: the killed daemon's last rows stay in
+    the ART indexes, so lookups, direct and daemon searches all find them."""
+    writer = _indexed_then_killed(home, roots)
+    restart_and_stop_cleanly(home, roots)
+    _found_everywhere(home, roots, writer)
+
+
+# DuckDB's own fault, with no aivault code: a read-write open of a file with a dead writer's WAL and a
+# close. The replayed rows stay in the tables; the indexes no longer find them.
+_DAMAGE = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+if sys.argv[2] == "older-schema":  # as a file of schema 3 (no repairs journal) would be
+    con.execute("DELETE FROM schema_version WHERE version = 4")
+    con.execute("DROP TABLE repairs")
+con.close()
+"""
+# A writer that commits something unrelated to the indexes and dies: the next open is not clean.
+_DIE_WITH_WAL = """
+import os, sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("UPDATE meta SET generation = generation + 1")
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("trigger", ["unclean", "older-schema"])
+def test_an_index_that_disagrees_with_its_table_is_rebuilt_and_shown_in_status(
+        home: Home, roots: dict[str, Path], trigger: str) -> None:
+    """An index missing rows of its table is found by the writer's check (after an unclean close, or once for a
+    file of an older schema), rebuilt from the table, and journalled where `aivault status` shows it."""
+    writer = _indexed_then_killed(home, roots)
+    subprocess.run([sys.executable, "-c", _DAMAGE, str(home.db_path), trigger], check=True, timeout=60)
+    assert _by_id(home.db_path) == (5, 0, 0), "DuckDB's fault was meant to leave the indexes without the rows"
+    if trigger == "unclean":
+        subprocess.run([sys.executable, "-c", _DIE_WITH_WAL, str(home.db_path)], check=True, timeout=60)
+        assert Path(str(home.db_path) + ".wal").exists()
+    run_cli(home.path, *_index_args(roots), check=True)
+    status = run_cli(home.path, "status", check=True).stdout
+    assert "chunks_by_id: 5 of " in status and "sessions_by_id: 1 of " in status, status
+    doctor = run_cli(home.path, "doctor", *_index_args(roots)[1:]).stdout
+    assert "index repairs: 2" in doctor and "chunks_by_id: 5 of " in doctor, doctor
+    d = DaemonProcess(home, roots)
+    try:
+        stats = d.call("aiVault.indexStats")
+    finally:
+        d.stop()
+    kinds = {(r["kind"], r["what"].partition(":")[0]) for r in stats["repairs"]["latest"]}
+    assert {("index-rebuilt", "chunks_by_id"), ("index-rebuilt", "sessions_by_id")} <= kinds
+    _found_everywhere(home, roots, writer)
 
 
 def test_repo_on_path() -> None:

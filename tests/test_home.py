@@ -40,16 +40,21 @@ def _read_only(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_read_only_data_directory_can_still_be_searched(home: Home, roots: dict[str, Path]) -> None:
-    """On a read-only file system, search and status work (nothing is chmod-ed or created on the way)."""
+    """On a read-only file system, search and status work (nothing is chmod-ed or created on the way), and
+    enable, index, clear and serve refuse with advice."""
     _indexed(home, roots)
     out = _read_only(home, "search", "pelican", "--json")
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)["hits"]) == 1
     status = _read_only(home, "status", "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["filesIndexed"] == 1, status.stderr
-    write = _read_only(home, "enable")
-    assert write.returncode != 0 and "read-only" in write.stderr and str(home.path) in write.stderr
-    assert "internal error" not in write.stderr
+    # Every command that writes says why it cannot and what to do, never a bare "Read-only file system".
+    for args in (["enable"], ["index", "--no-default-roots"], ["clear", "--no-default-roots"],
+                 ["serve", "--no-default-roots"]):
+        write = _read_only(home, *args)
+        assert write.returncode != 0 and "the file system is read-only" in write.stderr, (args, write.stderr)
+        assert str(home.path) in write.stderr and "Use a data directory you can write" in write.stderr, write.stderr
+        assert "internal error" not in write.stderr
 
 
 def _as_nobody(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

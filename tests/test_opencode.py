@@ -24,7 +24,7 @@ from aivault.home import Home
 from aivault.scanner import opencode
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from aivault.scanner.sqlite_units import snapshot
-from tests.conftest import InprocDaemon, cli_env, lexical_only, pid_alive, wait_until
+from tests.conftest import InprocDaemon, cli_env, lexical_only, pid_alive, restart_and_stop_cleanly, wait_until
 from tests.test_crash import assert_same_index, fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -475,6 +475,8 @@ def test_kill_9_of_the_scanner_mid_database_loses_and_duplicates_nothing(
     finally:
         d.close()
     assert_same_index(home.db_path, big_reference)
+    restart_and_stop_cleanly(home, [])
+    assert_same_index(home.db_path, big_reference)
 
 
 def _generation(home: Home) -> int:
@@ -508,6 +510,8 @@ def test_kill_9_of_the_indexer_mid_database_loses_and_duplicates_nothing(
     assert wait_until(lambda: not any(pid_alive(int(c)) for c in children), timeout=15), "orphan scanner"
     partial = fingerprint(home.db_path)
     assert 0 < partial[2] < KILL_MESSAGES
+    restart_and_stop_cleanly(home, [])  # nothing to index: the killed writer's file, opened and closed
+    assert fingerprint(home.db_path) == partial
     rerun = _index(home.path, big_root)
     assert rerun.returncode == 0, rerun.stderr
     assert_same_index(home.db_path, big_reference)

@@ -18,7 +18,7 @@ import pytest
 from aivault.home import Home
 from aivault.query.hybrid import SIMILARITY_FLOOR
 from aivault.render import SIMILAR_TAG, print_results
-from tests.conftest import DaemonProcess, InprocDaemon
+from tests.conftest import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
 
 NONSENSE = ("xyzzyplugh", "qwrtzp vbnmkl", "best hiking trails in patagonia in winter")
@@ -120,3 +120,4 @@ def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots
     assert set(routes.values()) == {"hybrid"}
     # The index rebuilt from DuckDB was saved: the next process (or daemon) loads it as it is.
     assert json.loads((home.path / "vectors.json").read_text())["count"] == 10
+    restart_and_stop_cleanly(home, roots)

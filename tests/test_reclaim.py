@@ -26,7 +26,7 @@ from aivault.home import Home
 from aivault.indexer import reclaim
 from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS
 from bench.gen_corpus import generate
-from tests.conftest import DaemonProcess, cli_env, run_cli, wait_until
+from tests.conftest import DaemonProcess, cli_env, restart_and_stop_cleanly, run_cli, wait_until
 
 MESSAGES = 20_000
 NEVER = {"AIVAULT_RECLAIM_MIN_FREE_MB": "1000000"}  # the index as it is without a reclaim
@@ -329,6 +329,7 @@ def test_kill_9_at_each_step_of_a_merging_copy_loses_nothing(corpus: Path, unmer
     assert content(h.db_path) == content(merged.db_path)
     assert _usage(h.db_path).ratio <= reclaim.RECLAIM_RATIO
     assert _direct_answers(h, queries)[0] == _direct_answers(merged, queries)[0]
+    restart_and_stop_cleanly(h, [])
 
 
 def test_a_reclaim_keeps_every_row_identity_generation_and_search_answer(unreclaimed: Home, tmp_path: Path) -> None:
@@ -377,6 +378,7 @@ def test_kill_9_at_each_step_leaves_a_complete_database(unreclaimed: Home, tmp_p
     u = _usage(h.db_path)
     assert u.file_bytes <= reclaim.RECLAIM_RATIO * u.used_bytes, u
     assert (json.loads(out) is None) == (step == "renamed")
+    restart_and_stop_cleanly(h, [])
 
 
 def test_not_enough_disk_space_refuses_with_the_reason(unreclaimed: Home, tmp_path: Path,

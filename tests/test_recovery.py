@@ -103,7 +103,8 @@ def _fsize_limit() -> list[str]:
 def test_a_full_disk_stops_a_one_shot_index_with_a_clear_message_and_loses_nothing(home: Home,
                                                                                  roots: dict[str, Path]) -> None:
     """With the file-size limit reached, `index` exits non-zero saying "disk full … nothing … lost"
-    within a bounded time (it used to retry for ever); the next run with space completes the index."""
+    within a bounded time (it used to retry for ever), a later `status` without a daemon says so; the next run
+    with space completes the index."""
     ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("the first small session about ibex")
     assert _index(home, roots).returncode == 0
     limit = home.db_path.stat().st_size + 64 * 1024
@@ -114,8 +115,13 @@ def test_a_full_disk_stops_a_one_shot_index_with_a_clear_message_and_loses_nothi
     assert "disk full" in out.stderr and "nothing already indexed was lost" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
     assert time.monotonic() - t0 < 90
+    # Later, without a daemon, status still says how the last index ended and what to do.
+    status = run_cli(home.path, "status", check=True).stdout
+    assert "the last `aivault index` stopped" in status and "disk full" in status, status
+    assert "Free some space" in status, status
     again = _index(home, roots)
     assert again.returncode == 0, again.stderr
+    assert "the last `aivault index`" not in run_cli(home.path, "status", check=True).stdout
     hits = json.loads(run_cli(home.path, "search", "marmot", "--json", "--limit", "50", check=True).stdout)["hits"]
     assert sorted(h["messageCount"] for h in hits) == [1500] * 6
     assert len(json.loads(run_cli(home.path, "search", "ibex", "--json", check=True).stdout)["hits"]) == 1

@@ -18,7 +18,7 @@ from aivault.codec import _COLUMNS, decode_ingest, encode_ingest
 from aivault.home import Home
 from aivault.protocol import K_BATCH, K_HELLO, K_NACK, K_PASS_DONE, K_RECONCILE, K_STATE, K_STOP, SCANNER_KINDS
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, DaemonProcess, cli_env, pid_alive, wait_until
+from tests.conftest import REPO, DaemonProcess, cli_env, pid_alive, restart_and_stop_cleanly, wait_until
 
 
 class FakeIndexer:
@@ -145,6 +145,7 @@ def test_killing_index_while_its_scanners_start_leaves_no_orphan(home: Home, roo
         for pid in children:
             if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
+    restart_and_stop_cleanly(home, [])
     out = subprocess.run([sys.executable, "-m", "aivault.cli", "index", "--json", "--no-default-roots", "--root",
                           f"claude={roots['claude']}"], env=cli_env(home.path), capture_output=True, text=True,
                          timeout=120)

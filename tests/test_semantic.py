@@ -17,7 +17,7 @@ import pytest
 
 from aivault.home import Home, write_private
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon, wait_until
+from tests.conftest import DaemonProcess, InprocDaemon, assert_indexes_agree, wait_until
 
 TOPICS = {
     "asyncio": "pytest hangs forever because the asyncio event loop was closed by an earlier fixture; "
@@ -234,6 +234,7 @@ def test_a_killed_embedder_resumes_without_re_embedding(home: Home, roots: dict[
     published = [json.loads(line) for line in log.splitlines() if '"vectors published"' in line]
     assert sum(p["embedded"] for p in published) == total_hashes - done_hashes
     assert stats["semanticEmbedded"] == stats["semanticEligible"]
+    assert_indexes_agree(home.db_path)  # the daemon after the kill was itself restarted and stopped cleanly
 
 
 def test_a_sidecar_from_another_database_is_rejected_and_rebuilt(home: Home, roots: dict[str, Path],

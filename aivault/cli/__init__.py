@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import importlib
 import os
@@ -74,6 +75,15 @@ def _columns() -> int:
         return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
     except (AttributeError, ValueError, OSError):
         return 80
+
+
+# What to do about an OSError no command turned into a message of its own.
+_OS_ADVICE = {
+    errno.EROFS: ". aivault writes only in its data directory: use one you can write (`--home` or $AIVAULT_HOME); "
+                 "searching a read-only one works once it holds an index.",
+    errno.ENOSPC: ". The disk is full: free some space and run the command again.",
+    errno.EDQUOT: ". The disk quota is used up: free some space and run the command again.",
+}
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -292,7 +302,8 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
         return EXIT_ERROR
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"aivault: {exc.strerror or exc}{where}", file=sys.stderr)
+        advice = _OS_ADVICE.get(exc.errno or 0, "")
+        print(f"aivault: {exc.strerror or exc}{where}{advice}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:  # a bug: say so plainly; the traceback is one env var away
         if _interrupted:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from aivault import config
@@ -20,8 +21,8 @@ from aivault.broker.client import Connection
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from aivault.errors import InvalidRoot
 from aivault.home import Home
-from aivault.protocol import METHOD_ROOTS
-from aivault.render import skip_lines
+from aivault.protocol import METHOD_ROOTS, METHOD_STATS
+from aivault.render import Style, repair_lines, skip_lines
 
 
 def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
@@ -91,7 +92,12 @@ def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
         agents.append({"agent": name, "label": spec.label, "roots": mine,
                        "sessions": sum(r["indexed"]["sessions"] for r in mine)})
     silent = any("no session was indexed" in w for w in warnings)
-    return {"mode": conn.mode, "home": str(home.path), "agents": agents, "warnings": warnings, "ok": not silent}
+    # What a writer repaired in the index file after a crash (indexer/integrity.py): nothing was lost,
+    # but a user asking "is my index sound?" should see it here as in `aivault status`.
+    stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else conn.direct_counts()
+    repairs = (stats or {}).get("repairs") or {"count": 0, "latest": []}
+    return {"mode": conn.mode, "home": str(home.path), "agents": agents, "warnings": warnings, "repairs": repairs,
+            "ok": not silent}
 
 
 def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
@@ -111,6 +117,9 @@ def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
                   f"{r['indexed']['sessions']:,} session(s) indexed")
             for line in skip_lines({agent["agent"]: r["skipped"]} if r["skipped"] else {}):
                 print(f"    not indexed: {line.partition(': ')[2]}")
+    if result["repairs"]["count"]:
+        print()
+        repair_lines(result["repairs"], Style(sys.stdout), sys.stdout)
     if result["warnings"]:
         print()
         for w in result["warnings"]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aivault import config, log
+from aivault import config, lastrun, log
 from aivault import policy as policy_mod
 from aivault.broker.client import Connection
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
@@ -111,39 +111,22 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
                                  lambda: _stats_over_rpc(home), bar)
     else:
-        # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
-        # embeds in the background.
-        daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
-        daemon.start()
+        run_started = int(time.time() * 1000)
+        lastrun.started(home, run_started)
         try:
-            service = daemon.service
-            fut = service.indexer.reconcile(full=True)
-            summary = _with_progress(fut.result, service.stats, bar)
-            # Leave the index fully compact: the searches that follow a one-shot index run without a
-            # daemon to merge in the background, and few sorted segments answer fastest. When that
-            # merge would free enough blocks for a reclaim to follow, the reclaim's copy of the index
-            # runs it on the way (indexer/reclaim.py): the postings are written once. If the copy
-            # fails, the index is as it was and merges in place.
-            plan = _wait(service.indexer.plan_copy_merge())
-            merged = service.reclaim(restart=args.vectors, merge=plan) if plan is not None else None
-            if not (merged and merged.get("done")):
-                if not service.indexer.started:
-                    service.indexer.start()
-                _wait(service.indexer.compact("all"))
-            lexical_s = time.monotonic() - t0
-            if args.vectors:
-                _with_progress(lambda: _wait_vectors(service), service.stats, bar)
-                st = service.stats()
-                vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
-                                f"{time.monotonic() - t0 - lexical_s:.1f} s")
-            # A compaction in place freed the bulk segment's blocks: give them back to the disk.
-            _check_interrupt()
-            reclaimed = service.reclaim(restart=False) or merged
-        finally:
-            daemon.close()
+            reclaimed, lexical_s, summary, vectors_note = _one_shot(home, args, bar, t0)
+            _verify_index(home)
+        except KeyboardInterrupt:
+            lastrun.ended(home, run_started, int(time.time() * 1000), "interrupted (Ctrl-C) before it finished")
+            raise
+        except AivaultError as exc:
+            lastrun.ended(home, run_started, int(time.time() * 1000), str(exc))
+            raise
+        except Exception as exc:
+            lastrun.ended(home, run_started, int(time.time() * 1000), f"{exc.__class__.__name__}: {exc}")
+            raise
+        lastrun.ended(home, run_started, int(time.time() * 1000))
     elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
-    if conn.rpc is None:
-        _verify_index(home)
     msgs = int(summary.get("messages") or 0)
     if args.json:
         import resource
@@ -165,6 +148,43 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     if not summary.get("files_seen"):
         print(_where_looked(_roots(home, args)))
     return EXIT_OK
+
+
+def _one_shot(home: Home, args: argparse.Namespace, bar: ProgressLine,
+              t0: float) -> tuple[dict[str, Any] | None, float, dict[str, Any], str]:
+    """The index written by this process: (reclaim record, lexical seconds, pass summary, vectors note)."""
+    # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
+    # embeds in the background.
+    vectors_note = ""
+    daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
+    daemon.start()
+    try:
+        service = daemon.service
+        fut = service.indexer.reconcile(full=True)
+        summary = _with_progress(fut.result, service.stats, bar)
+        # Leave the index fully compact: the searches that follow a one-shot index run without a
+        # daemon to merge in the background, and few sorted segments answer fastest. When that
+        # merge would free enough blocks for a reclaim to follow, the reclaim's copy of the index
+        # runs it on the way (indexer/reclaim.py): the postings are written once. If the copy
+        # fails, the index is as it was and merges in place.
+        plan = _wait(service.indexer.plan_copy_merge())
+        merged = service.reclaim(restart=args.vectors, merge=plan) if plan is not None else None
+        if not (merged and merged.get("done")):
+            if not service.indexer.started:
+                service.indexer.start()
+            _wait(service.indexer.compact("all"))
+        lexical_s = time.monotonic() - t0
+        if args.vectors:
+            _with_progress(lambda: _wait_vectors(service), service.stats, bar)
+            st = service.stats()
+            vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
+                            f"{time.monotonic() - t0 - lexical_s:.1f} s")
+        # A compaction in place freed the bulk segment's blocks: give them back to the disk.
+        _check_interrupt()
+        reclaimed = service.reclaim(restart=False) or merged
+    finally:
+        daemon.close()
+    return reclaimed, lexical_s, summary, vectors_note
 
 
 def _reclaim_note(r: dict[str, Any] | None) -> str:

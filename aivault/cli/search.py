@@ -142,6 +142,13 @@ def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int
         return EXIT_OK
     stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else conn.direct_counts()
     print_status(status, stats, f"{conn.mode} mode · {home.path}")
+    if conn.mode != "daemon":  # a daemon reports its own failures; a one-shot index's are only on record
+        from aivault import lastrun
+        from aivault.render import last_run_line
+
+        line = last_run_line(lastrun.read(home), status.get("lastSweepCompletedAt"))
+        if line:
+            print(line)
     if conn.index_missing:
         step = "`aivault index` (or `aivault serve`)" if status["enabled"] else "`aivault enable`, then `aivault index`"
         print(f"no index yet: run {step}")
