@@ -9,7 +9,8 @@ then through ``aivault serve``. Values that differ from run to run (times, pids,
 identity inside cursors) are replaced by placeholders; everything else is kept as answered.
 
     .venv/bin/python -m bench.wire_compare --out /tmp/after.json
-    git worktree add /tmp/before <rev> && .venv/bin/python -m bench.wire_compare --code /tmp/before --out /tmp/before.json
+    git worktree add /tmp/before <rev>
+    .venv/bin/python -m bench.wire_compare --code /tmp/before --out /tmp/before.json
     .venv/bin/python -m bench.wire_compare --compare /tmp/before.json /tmp/after.json
 """
 
@@ -65,6 +66,8 @@ OTHER: list[tuple[str, Any, str | None]] = [
     ("aiVault.reconcile", {"full": "yes"}, None),
 ]
 _VOLATILE_KEYS = {"tookMs", "durationMs", "pid", "ms", "elapsedS", "home"}
+# When this run's indexer looked, not what it found: session times (updatedAt...) are kept.
+_VOLATILE_TIMES = {"lastReconcileAt", "lastSweepCompletedAt"}
 _CURSOR = re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}$")
 
 
@@ -95,7 +98,7 @@ def _normalize(value: Any, cursors: dict[str, str]) -> Any:
         for k, v in value.items():
             if k in _VOLATILE_KEYS:
                 continue
-            if k.endswith("At") and isinstance(v, int):
+            if k in _VOLATILE_TIMES and isinstance(v, int):
                 out[k] = "<time>"
             elif k == "identity" and isinstance(v, str):
                 out[k] = "<identity>"
