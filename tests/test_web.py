@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aivault import policy
+from aivault import httpserve, policy
 from aivault.home import Home
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, root_args, run_cli, wait_until
-from tests.webserver import WebProcess
+from tests.conftest import DaemonProcess, lexical_only, root_args, run_cli, wait_until
+from tests.webserver import WebProcess, probe_as_nobody
 
 
 @pytest.fixture
@@ -117,6 +123,180 @@ def test_each_request_writes_one_log_line(web: WebProcess) -> None:
 
     assert wait_until(lambda: len(lines()) >= 2)  # the log is read from the server's stderr as it comes
     assert [e["status"] for e in lines()][-2:] == [200, 403] and lines()[-1]["refused"] == "untrusted-host"
+
+
+# --- signing in -------------------------------------------------------------------------------------------
+API = [("GET", "/api/search?query=lock"), ("GET", "/api/session?id=x"), ("GET", "/api/status"),
+       ("GET", "/api/policy"), ("POST", "/api/policy"), ("POST", "/api/clear")]
+
+
+def test_the_page_and_every_api_route_need_the_printed_urls_token(web: WebProcess) -> None:
+    """Without the session cookie / is a sign-in page (no CSRF token, no data) and every /api route is 401 before
+    it reads or changes anything; a wrong token is 401; the printed token sets an HttpOnly, SameSite=Strict
+    cookie holding another secret, and the page moves on to / where it works."""
+    status, headers, body = web.request("GET", "/", signed_in=False)
+    assert status == 401 and "aivault web" in body and "?token=" in body
+    assert "aivault-config" not in body and web.csrf not in body and "set-cookie" not in headers
+    for method, path in API:
+        changing = {"Origin": f"http://{web.authority}", "Content-Type": "application/json",
+                    "X-Aivault-Csrf": web.csrf} if method == "POST" else {}
+        payload = json.dumps({"enabled": False, "confirm": True}).encode() if method == "POST" else None
+        for cookie in ({}, {"Cookie": "aivault_session_1=x"}, {"Cookie": f"{web.cookie.split('=')[0]}={web.token}"}):
+            status, _, body = web.request(method, path, payload, {**changing, **cookie}, signed_in=False)
+            assert status == 401 and body["error"] == "unauthorized" and "aivault web" in body["message"], path
+            assert set(body) == {"ok", "error", "message"}
+    assert policy.load(web.home).enabled is True
+    assert web.request("GET", "/static/app.js", signed_in=False)[0] == 200  # no data: the installed file
+    status, _, body = web.request("GET", "/?token=" + "x" * 43, signed_in=False)
+    assert status == 401 and "not this server" in body
+    status, headers, body = web.request("GET", f"/?token={web.token}", signed_in=False,
+                                        headers={"Sec-Fetch-Site": "cross-site"})
+    assert status == 200 and '<meta http-equiv="refresh" content="0; url=/">' in body
+    name, _, value = headers["set-cookie"].split(";")[0].partition("=")
+    assert name == f"aivault_session_{web.port}" and value != web.token and len(value) >= 43
+    assert {a.strip() for a in headers["set-cookie"].split(";")[1:]} == {"HttpOnly", "SameSite=Strict", "Path=/"}
+    status, _, page = web.request("GET", "/", headers={"Cookie": f"{name}={value}"}, signed_in=False)
+    assert status == 200 and "aivault-config" in page
+    assert web.request("GET", "/api/status", headers={"Cookie": f"other=1; {name}={value}"}, signed_in=False)[0] == 200
+    refused = [e for e in web.events() if e.get("event") == "request" and e.get("refused") == "unauthorized"]
+    assert refused and not any(web.token in line for line in web.lines if line.startswith("{"))  # no log line has it
+
+
+def test_the_token_file_is_private_and_shared_by_the_owners_servers(home: Home) -> None:
+    """web.token is 0600 and kept: a second `aivault web` (another terminal) prints the same token; each server's
+    cookie is its own; a token file others can read is refused with what to do."""
+    first = WebProcess(home)
+    try:
+        path = home.path / "web.token"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip() == first.token
+        second = WebProcess(home)
+        try:
+            assert second.token == first.token and second.cookie != first.cookie
+            assert second.request("GET", "/api/status", headers={"Cookie": first.cookie}, signed_in=False)[0] == 401
+            assert second.request("GET", "/api/status")[0] == 200
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+    os.chmod(home.path / "web.token", 0o640)
+    r = run_cli(home.path, "web", "--port", "0", timeout=30)
+    assert r.returncode != 0 and "can be read by other users" in r.stderr and "rm " in r.stderr
+    assert "internal error" not in r.stderr
+
+
+def test_open_gives_the_browser_a_private_file_not_the_token(home: Home, tmp_path: Path) -> None:
+    """--open starts the browser on a 0600 file of the data directory that moves on to the tokened URL: the token
+    is never in a command line other users can read."""
+    record = tmp_path / "argv"
+    script = tmp_path / "browser"
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {record}\n")
+    script.chmod(0o755)
+    w = WebProcess(home, "--open", env={"BROWSER": str(script)})
+    try:
+        assert wait_until(record.exists)
+        argv = record.read_text().strip()
+        opened = home.path / "web-open.html"
+        assert argv == opened.as_uri() and w.token not in argv
+        assert stat.S_IMODE(opened.stat().st_mode) == 0o600 and w.url in opened.read_text()
+    finally:
+        w.stop()
+
+
+def test_another_local_user_gets_401_and_cannot_read_the_token(roots: dict[str, Path]) -> None:
+    """As uid nobody (setpriv): web.token cannot be read, / shows no CSRF token, every /api route is 401 and the
+    policy is unchanged; the owner, meanwhile, is served."""
+    base = Path(tempfile.mkdtemp(prefix="aivault-uid-"))
+    try:
+        os.chmod(base, 0o711)  # nobody may pass through to the data directory, not list it
+        home = Home.resolve(base / "home").ensure()
+        policy.save(home, policy.Policy(True, None))
+        lexical_only(home)
+        _index(home, roots)
+        w = WebProcess(home)
+        try:
+            os.chmod(home.path, 0o711)  # so that only the token file's own mode keeps nobody out
+            origin = {"Origin": w.base.rstrip("/"), "Content-Type": "application/json", "X-Aivault-Csrf": "guess"}
+            requests: list[tuple[str, str, dict[str, str], str | None]] = [
+                ("GET", w.base, {}, None), ("GET", w.base + "?token=guess", {}, None),
+                *((m, w.base + p.lstrip("/"), origin if m == "POST" else {},
+                   '{"enabled": false, "confirm": true}' if m == "POST" else None) for m, p in API)]
+            seen = probe_as_nobody([home.path / "web.token"], requests)
+            assert seen["files"] == {str(home.path / "web.token"): "PermissionError"}
+            answers = seen["requests"]
+            assert answers[0][2] == 401 and "aivault-config" not in answers[0][3]
+            assert answers[1][2] == 401
+            for method, url, status, body in answers[2:]:
+                assert status == 401 and json.loads(body)["error"] == "unauthorized", (method, url, body)
+                assert "duckdb" not in body
+            assert policy.load(home).enabled is True
+            assert w.request("GET", "/api/search?query=duckdb")[2]["hits"]
+        finally:
+            w.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# --- holding connections ------------------------------------------------------------------------------------
+READ_TIMEOUT_S = 3  # AIVAULT_HTTP_READ_TIMEOUT_S of these tests' servers (the default, 10 s, is long to wait)
+
+
+def _closed_by_server(s: socket.socket, within: float) -> bytes:
+    """Everything the server sends before it closes ``s`` (a timeout error when it does not close it in time)."""
+    s.settimeout(max(0.1, within))
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def test_idle_and_half_sent_connections_cannot_starve_the_page(home: Home) -> None:
+    """With 256 descriptors, 300 idle and half-sent connections neither keep the owner's /api/status from answering
+    nor hold more than the bound of descriptors; the server closes them all after the read timeout."""
+    w = WebProcess(home, env={"AIVAULT_HTTP_READ_TIMEOUT_S": str(READ_TIMEOUT_S)}, nofile=256)
+    held: list[socket.socket] = []
+    try:
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", w.port), timeout=10)
+            if i % 2:  # a request head that never ends
+                s.sendall(f"GET /api/status HTTP/1.1\r\nHost: {w.authority}\r\nX-Slow: 1".encode())
+            held.append(s)
+        t0 = time.monotonic()
+        status, _, body = w.request("GET", "/api/status")
+        assert status == 200 and "status" in body and time.monotonic() - t0 < 5
+        fds = len(os.listdir(f"/proc/{w.proc.pid}/fd"))
+        assert fds < httpserve.MAX_CONNECTIONS + 64, fds
+        deadline = time.monotonic() + READ_TIMEOUT_S + 5
+        for s in held:
+            data = _closed_by_server(s, deadline - time.monotonic())
+            assert data == b"" or data.startswith(b"HTTP/1.1 408"), data[:80]
+        assert any(e.get("why") == "read-timeout" for e in w.events())
+    finally:
+        for s in held:
+            s.close()
+        w.stop()
+
+
+def test_a_body_that_never_ends_is_cut_and_not_acted_on(home: Home) -> None:
+    """A signed-in change whose body stops one byte short is closed after the read timeout, unanswered and not
+    acted on: the policy is unchanged."""
+    w = WebProcess(home, env={"AIVAULT_HTTP_READ_TIMEOUT_S": str(READ_TIMEOUT_S)})
+    s = socket.create_connection(("127.0.0.1", w.port), timeout=30)
+    try:
+        body = b'{"enabled": false}'
+        s.sendall(f"POST /api/policy HTTP/1.1\r\nHost: {w.authority}\r\nCookie: {w.cookie}\r\n"
+                  f"Origin: http://{w.authority}\r\nContent-Type: application/json\r\n"
+                  f"X-Aivault-Csrf: {w.csrf}\r\nContent-Length: {len(body) + 1}\r\n\r\n".encode() + body)
+        t0 = time.monotonic()
+        data = _closed_by_server(s, READ_TIMEOUT_S + 5)
+        assert READ_TIMEOUT_S - 0.5 < time.monotonic() - t0 < READ_TIMEOUT_S + 5
+        assert data == b"" or data.startswith(b"HTTP/1.1 408"), data[:80]
+    finally:
+        s.close()
+        w.stop()
+    assert policy.load(home).enabled is True
 
 
 # --- the endpoints ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 
 from aivault import policy
 from aivault.home import Home, write_private
+from aivault.web.server import open_file
 from tests.builders import ClaudeWriter
 from tests.conftest import DaemonProcess
 from tests.webserver import WebProcess
@@ -81,6 +82,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, site: Site) -> Iterator[Page]:
+    """A fresh browser profile that opened the URL `aivault web` printed (its token signs it in)."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = ctx.new_page()
     pg.set_default_timeout(30_000)
@@ -88,6 +90,41 @@ def page(browser: Browser, site: Site) -> Iterator[Page]:
     expect(pg.locator("body")).to_have_attribute("data-ready", "yes")
     try:
         yield pg
+    finally:
+        ctx.close()
+
+
+def test_the_printed_url_signs_in_and_leaves_the_address_bar(page: Page, site: Site) -> None:
+    """After the printed URL the page is at / without the token, its cookie is out of the script's reach, and a
+    profile that never opened the URL gets the sign-in page and no data."""
+    assert page.url == site.web.base and "token" not in page.url
+    assert page.evaluate("document.cookie") == ""
+    assert page.evaluate("fetch('/api/status').then(r => r.status)") == 200
+    stranger = page.context.browser.new_context() if page.context.browser else None
+    assert stranger is not None
+    try:
+        pg = stranger.new_page()
+        response = pg.goto(site.web.base)
+        assert response is not None and response.status == 401
+        expect(pg.locator("body")).to_contain_text("aivault web")
+        assert pg.locator("meta[name=aivault-config]").count() == 0
+        # With the profile's cookies (none for this server): the API refuses too.
+        assert stranger.request.get(site.web.base + "api/search?query=duckdb").status == 401
+    finally:
+        stranger.close()
+
+
+def test_the_open_file_signs_in_from_another_origin(browser: Browser, site: Site) -> None:
+    """The file --open hands the browser (file://, another origin) signs it in: the Strict cookie goes with the
+    page's own move to /, which then searches."""
+    ctx = browser.new_context()
+    try:
+        pg = ctx.new_page()
+        pg.goto(open_file(site.home, site.web.url).as_uri())
+        expect(pg.locator("body")).to_have_attribute("data-ready", "yes")
+        assert pg.url == site.web.base
+        _search(pg, "duckdb lock")
+        expect(pg.locator("#results li")).to_have_count(10)
     finally:
         ctx.close()
 

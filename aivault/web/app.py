@@ -206,8 +206,10 @@ def _page_headers() -> dict[str, str]:
             "cache-control": "no-store"}
 
 
-def build_app(home: Home, *, authority: str, host: str | None = None) -> tuple[TrustGuard, Page]:
-    """The guarded ASGI app for the page bound at ``authority`` (``127.0.0.1:PORT``)."""
+def build_app(home: Home, *, authority: str, sign_in_token: str,
+              host: str | None = None) -> tuple[TrustGuard, Page]:
+    """The guarded ASGI app for the page bound at ``authority`` (``127.0.0.1:PORT``); ``sign_in_token``
+    is the token of ``web.token`` that the printed URL carries."""
     page = Page(home, host)
     routes = [
         Route("/", page.index, methods=["GET"]),
@@ -219,7 +221,11 @@ def build_app(home: Home, *, authority: str, host: str | None = None) -> tuple[T
         Route("/api/clear", page.clear, methods=["POST"]),
     ]
     app = Starlette(routes=routes)
-    return TrustGuard(app, routes, authority=authority, csrf_token=page.csrf_token), page
+    # The session cookie's value: this process's own secret (never the token), so a cookie does not
+    # outlive the server.
+    guard = TrustGuard(app, routes, authority=authority, csrf_token=page.csrf_token, sign_in_token=sign_in_token,
+                       session_secret=secrets.token_urlsafe(32))
+    return guard, page
 
 
 def _guarded(handler: Any) -> Any:

@@ -1,45 +1,57 @@
-"""``aivault web``: bind 127.0.0.1 (a given port or a free one), print the URL, serve the page with uvicorn."""
+"""``aivault web``: bind 127.0.0.1 (a given port or a free one), print the URL, serve the page with uvicorn.
+
+The printed URL carries the token of ``web.token`` (``aivault.tokens``); the page trades it for a
+session cookie (``aivault.web.guard``). ``--open`` hands the browser a 0600 file of the data
+directory that moves on to that URL, not the URL itself: a browser started with the URL as an
+argument would show the token to every local user in the process list.
+"""
 
 from __future__ import annotations
 
+import html
 import socket
 import webbrowser
 from collections.abc import Callable
+from pathlib import Path
 
-from aivault import log
-from aivault.home import Home
+from aivault import httpserve, log, tokens
+from aivault.home import Home, write_private
 from aivault.web.app import build_app
 
 _log = log.get("web")
 
 BIND_HOST = "127.0.0.1"
+OPEN_FILE = "web-open.html"
+# Request bodies are at most 4 KiB (the guard refuses more): uvicorn need not buffer past a little more.
+MAX_INCOMPLETE_EVENT_BYTES = 16 * 1024
 
 
 def bind(port: int) -> socket.socket:
     """A listening socket on loopback; port 0 lets the kernel choose."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((BIND_HOST, port))
-    # Listening before the URL is printed: a client that connects at once waits in the backlog
-    # until uvicorn accepts, instead of being refused.
-    sock.listen(128)
-    return sock
+    return httpserve.listening_socket(BIND_HOST, port)
+
+
+def open_file(home: Home, url: str) -> Path:
+    """The owner-only page ``--open`` gives the browser: it moves on to ``url`` (token included)."""
+    path = home.path / OPEN_FILE
+    quoted = html.escape(url, quote=True)
+    write_private(path, ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                         f"<meta http-equiv=\"refresh\" content=\"0; url={quoted}\"><title>aivault</title></head>\n"
+                         f"<body><p><a href=\"{quoted}\">Open aivault</a></p></body></html>\n").encode())
+    return path
 
 
 def serve(home: Home, *, port: int = 0, host: str | None = None, open_browser: bool = False,
           announce: Callable[[str], None] | None = None) -> None:
-    import uvicorn
-
+    token = tokens.load_or_create(home, tokens.WEB_TOKEN)
     sock = bind(port)
     authority = f"{BIND_HOST}:{sock.getsockname()[1]}"
-    app, page = build_app(home, authority=authority, host=host)
+    app, page = build_app(home, authority=authority, sign_in_token=token, host=host)
     url = f"http://{authority}/"
     _log.info("web page serving", url=url, host=page.asker.host or "local", home=str(home.path))
+    signed = f"{url}?token={token}"
     if announce is not None:
-        announce(url)
+        announce(signed)
     if open_browser:
-        webbrowser.open(url)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            # The guard refuses bigger bodies; uvicorn need not buffer past a little more.
-                            h11_max_incomplete_event_size=16 * 1024)
-    uvicorn.Server(config).run(sockets=[sock])
+        webbrowser.open(open_file(home, signed).as_uri())
+    httpserve.run(app, sock, lifespan="off", h11_max_incomplete_event_size=MAX_INCOMPLETE_EVENT_BYTES)
