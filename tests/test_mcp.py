@@ -5,22 +5,27 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
+import stat
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from aivault.home import Home
+from aivault.mcp.http_transport import MAX_SESSIONS
 from aivault.mcp.tools import SESSION_ENV
 from tests.builders import ClaudeWriter
 from tests.conftest import DaemonProcess, cli_env, root_args, run_cli, wait_until
+from tests.mcphttp import ACCEPT, INITIALIZE, McpHttpProcess
+from tests.webserver import probe_as_nobody
 
 Body = Callable[[Client], Awaitable[Any]]
 
@@ -263,33 +268,111 @@ def test_errors_carry_the_contracts_names(home: Home, roots: dict[str, Path]) ->
 
 
 def test_streamable_http_on_loopback_with_a_host_guard(home: Home, roots: dict[str, Path]) -> None:
-    """--http 127.0.0.1:0 serves the same tools to the SDK's HTTP client; another Host header is refused."""
-    import httpx2 as httpx
-
+    """--http 127.0.0.1:0 serves the same tools to the SDK's HTTP client with the bearer token; another Host header
+    is refused even with it."""
     _corpus(roots, sessions=3)
     _index(home, roots)
-    proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp", "--http", "127.0.0.1:0"], env=_env(home),
-                            stderr=subprocess.PIPE, text=True)
+    server = McpHttpProcess(home)
     try:
-        assert proc.stderr is not None
-        line = ""
-        while "serving" not in line:
-            line = proc.stderr.readline()
-            assert line, "the server exited before serving"
-        url = line.split("serving ", 1)[1].strip()
-
         async def main() -> Any:
-            async with Client(url) as c:
+            async with server.client() as c:
                 return answer(await c.call_tool("search_sessions", {"query": "lock"}))
 
         assert len(anyio.run(main)["hits"]) == 3
-        rebound = httpx.post(url, headers={"Host": "evil.example:80", "Content-Type": "application/json",
-                                           "Accept": "application/json, text/event-stream"},
-                             content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}')
+        rebound = server.post({"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                              {**server.auth, "Host": "evil.example:80"})
         assert rebound.status_code in (400, 403, 421)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
+
+
+def test_http_needs_the_bearer_token(home: Home, roots: dict[str, Path]) -> None:
+    """Without the token of mcp.token (0600, kept across restarts), with a wrong one or another scheme, every
+    request is 401 with a JSON-RPC error saying where the token is, and no session is opened."""
+    _corpus(roots, sessions=2)
+    _index(home, roots)
+    server = McpHttpProcess(home)
+    try:
+        path = home.path / "mcp.token"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip() == server.token
+        for headers in ({}, {"Authorization": "Bearer " + "x" * 43}, {"Authorization": f"Basic {server.token}"},
+                        {"Authorization": server.token}):
+            r = server.post(INITIALIZE, headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            assert "mcp-session-id" not in r.headers
+            error = r.json()["error"]
+            assert "Authorization: Bearer" in error["message"] and str(path) in error["message"]
+        assert httpx.get(server.url, timeout=10).status_code == 401
+        assert httpx.delete(server.url, timeout=10).status_code == 401
+
+        async def without() -> None:
+            async with server.client(headers={}) as c:
+                await c.list_tools()
+
+        with pytest.raises(Exception):  # noqa: B017 - the SDK's client fails however it reports a 401
+            anyio.run(without)
+        assert all(e["sessions"] == 0 for e in server.events() if e.get("event") == "request")
+    finally:
+        server.stop()
+    again = McpHttpProcess(home)
+    try:
+        assert again.token == server.token  # an agent configured once keeps working after a restart
+    finally:
+        again.stop()
+
+
+def test_http_sessions_are_bounded_and_idle_ones_expire(home: Home) -> None:
+    """200 initializes open at most MAX_SESSIONS (32) sessions, the rest refused 503 with what to do; with a short
+    idle timeout, idle sessions close (their ids then 404) and make room for new ones."""
+    server = McpHttpProcess(home)
+    try:
+        answers = [server.post(INITIALIZE) for _ in range(200)]
+        opened = [r.headers["mcp-session-id"] for r in answers if r.status_code == 200]
+        refused = [r for r in answers if r.status_code != 200]
+        assert len(opened) == MAX_SESSIONS == 32 and len(set(opened)) == 32
+        assert {r.status_code for r in refused} == {503}
+        message = refused[0].json()["error"]["message"]
+        assert "32 MCP sessions are open" in message and "restart `aivault mcp --http`" in message
+        requests = [e["sessions"] for e in server.events() if e.get("event") == "request"]
+        assert wait_until(lambda: len([e for e in server.events() if e.get("event") == "request"]) >= 200)
+        assert max(e["sessions"] for e in server.events() if e.get("event") == "request") == 32, requests
+    finally:
+        server.stop()
+    server = McpHttpProcess(home, AIVAULT_MCP_SESSION_IDLE_TIMEOUT_S="2")
+    try:
+        opened = [server.post(INITIALIZE).headers["mcp-session-id"] for _ in range(5)]
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        version = {"mcp-protocol-version": "2025-06-18"}
+        time.sleep(4)  # idle: a request now (even this test's check) would restart the session's countdown
+        for sid in opened:
+            assert server.post(ping, {**server.auth, **version, "mcp-session-id": sid}).status_code == 404
+        r = server.post(INITIALIZE)
+        assert r.status_code == 200
+        last = [e for e in server.events() if e.get("event") == "request"][-1]
+        assert last["sessions"] <= 2, last  # the five idle ones are gone
+    finally:
+        server.stop()
+
+
+def test_another_local_user_gets_401_from_mcp_http(home: Home, roots: dict[str, Path]) -> None:
+    """As uid nobody (setpriv): mcp.token cannot be read, and initialize, a tool call and a guessed token are 401
+    with no answer from the index."""
+    _corpus(roots, sessions=2)
+    _index(home, roots)
+    server = McpHttpProcess(home)
+    try:
+        post = {"Accept": ACCEPT, "Content-Type": "application/json"}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "search_sessions", "arguments": {"query": "lock"}}}
+        seen = probe_as_nobody([home.path / "mcp.token"], [
+            ("POST", server.url, post, json.dumps(INITIALIZE)), ("POST", server.url, post, json.dumps(call)),
+            ("POST", server.url, {**post, "Authorization": "Bearer guess"}, json.dumps(call)),
+            ("GET", server.url, {"Accept": "text/event-stream"}, None)])
+        assert seen["files"] == {str(home.path / "mcp.token"): "PermissionError"}
+        for method, _, status, body in seen["requests"]:
+            assert status == 401 and "lock" not in body and json.loads(body)["error"]["code"] == -32001, method
+    finally:
+        server.stop()
 
 
 def test_http_refuses_a_non_loopback_address(home: Home) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aivault.home import Home
-from tests.conftest import cli_env
+from tests.conftest import cli_env, wait_until
 
 NOBODY = 65534
 
@@ -37,23 +37,19 @@ class WebProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "web", "--port", "0", *args],
                                      env=cli_env(home.path, AIVAULT_LOG_LEVEL="info", **(env or {})),
                                      stderr=subprocess.PIPE, text=True, preexec_fn=limit if nofile else None)
-        assert self.proc.stderr is not None
-        lines: list[str] = []
-        while True:
-            line = self.proc.stderr.readline()
-            if not line:
-                raise AssertionError(f"aivault web exited before serving: {''.join(lines)[-2000:]}")
-            lines.append(line)
-            m = re.search(r"serving (http://(127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+))$", line.strip())
-            if m:
-                self.url, self.authority, self.token = m.group(1), m.group(2), m.group(3)
-                break
-        self.port = int(self.authority.rpartition(":")[2])
-        self.base = f"http://{self.authority}/"
-        # Drained for the process's life: a full pipe would stop the server mid-line.
-        self.lines = lines
+        # Drained for the process's life (a full pipe would stop the server mid-line); the URL is looked for in
+        # what it printed, for at most a minute.
+        self.lines: list[str] = []
         self._drain = threading.Thread(target=self._read_log, daemon=True)
         self._drain.start()
+        pattern = re.compile(r"serving (http://(127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+))\n")
+        if not wait_until(lambda: pattern.search("".join(self.lines)) is not None or self.proc.poll() is not None,
+                          timeout=60) or (m := pattern.search("".join(self.lines))) is None:
+            self.stop()
+            raise AssertionError(f"aivault web printed no URL: {''.join(self.lines)[-2000:]}")
+        self.url, self.authority, self.token = m.group(1), m.group(2), m.group(3)
+        self.port = int(self.authority.rpartition(":")[2])
+        self.base = f"http://{self.authority}/"
         self.cookie = self.sign_in()
         self.csrf = self.config()["csrf"]
 

@@ -1,14 +1,13 @@
 """``aivault mcp``: the tools of ``aivault.mcp.tools`` served over MCP (the official SDK's low-level server).
 
 stdio by default (the agent harness starts it as a child process); ``--http 127.0.0.1:PORT`` serves
-the streamable HTTP transport on loopback only, with the SDK's DNS-rebinding guard set to exactly
-the bound authority. Each tool call runs in a worker thread (answers come from the daemon or the
-index file, both blocking) and writes one log line.
+the streamable HTTP transport on loopback only, to the holder of the bearer token
+(``aivault.mcp.http_transport``). Each tool call runs in a worker thread (answers come from the
+daemon or the index file, both blocking) and writes one log line.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from typing import Any
 
@@ -30,8 +29,6 @@ INSTRUCTIONS = ("Search the user's past AI coding-agent sessions on this machine
                 "redoing work or guessing at earlier decisions; read_session shows the messages around a hit.")
 # An error message past the result's bound is cut to this many characters (each at most 4 bytes).
 _ERROR_MESSAGE_CHARS = 800
-# Request bodies the HTTP transport accepts; MCP requests of these tools are a few hundred bytes.
-HTTP_MAX_BODY_BYTES = 65_536
 
 
 def tool_list() -> list[types.Tool]:
@@ -103,48 +100,3 @@ def serve_stdio(home: Home) -> None:
 
     _log.info("mcp server started", transport="stdio", home=str(home.path))
     anyio.run(main)
-
-
-def parse_http_address(value: str) -> tuple[str, int]:
-    """``127.0.0.1:PORT`` (or ``[::1]:PORT``, ``localhost:PORT``); anything not loopback is refused."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InvalidParams(f"--http takes 127.0.0.1:PORT (PORT 0 picks a free one), got {value!r}")
-    host = host.strip("[]")
-    if host != "localhost":
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not loopback:
-            raise InvalidParams(f"--http serves loopback only (127.0.0.1, ::1): {host!r} would expose the user's "
-                                "session history to the network")
-    return ("127.0.0.1" if host == "localhost" else host), int(port)
-
-
-def serve_http(home: Home, address: str, *, announce: Any = None) -> None:
-    """Streamable HTTP on a loopback address; ``announce(url)`` is called once the port is bound."""
-    import socket
-
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    host, port = parse_http_address(address)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)  # before the URL is announced, so that a client connecting at once is not refused
-    port = sock.getsockname()[1]
-    authority = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-    names = [authority] + ([f"localhost:{port}"] if host in ("127.0.0.1", "::1") else [])
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=names,
-                                         allowed_origins=[f"http://{n}" for n in names])
-    app = build_server(home).streamable_http_app(host=host, transport_security=security,
-                                                 max_request_body_size=HTTP_MAX_BODY_BYTES)
-    url = f"http://{authority}/mcp"
-    _log.info("mcp server started", transport="http", url=url, home=str(home.path))
-    if announce is not None:
-        announce(url)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])

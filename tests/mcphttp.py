@@ -1,0 +1,94 @@
+"""``aivault mcp --http`` as a subprocess for the tests: its URL and bearer token read from what it prints."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2 as httpx
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from aivault.home import Home
+from aivault.mcp.tools import SESSION_ENV
+from tests.conftest import cli_env, wait_until
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "aivault-tests", "version": "1"}}}
+ACCEPT = "application/json, text/event-stream"
+
+
+class McpHttpProcess:
+    def __init__(self, home: Home, address: str = "127.0.0.1:0", **env: str) -> None:
+        e = cli_env(home.path, AIVAULT_LOG_LEVEL="info", **env)
+        for name in (*SESSION_ENV, "CLAUDE_PROJECT_DIR"):
+            e.pop(name, None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp", "--http", address], env=e,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        # Drained for the process's life (a full pipe would stop the server mid-line); the URL and the token
+        # are looked for in what it printed, for at most a minute.
+        self._drain = threading.Thread(target=self._read_log, daemon=True)
+        self._drain.start()
+        found: dict[str, str] = {}
+
+        def printed() -> bool:
+            text = "".join(self.lines)
+            if m := re.search(r"serving (http://\S+/mcp)\n", text):
+                found["url"] = m.group(1)
+            if m := re.search(r"'Authorization: Bearer ([A-Za-z0-9_-]+)'", text):
+                found["token"] = m.group(1)
+            return len(found) == 2 or self.proc.poll() is not None
+
+        if not wait_until(printed, timeout=60) or len(found) != 2:
+            self.stop()
+            raise AssertionError(f"aivault mcp --http printed no URL and token: {''.join(self.lines)[-2000:]}")
+        self.url, self.token = found["url"], found["token"]
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in list(self.lines):
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return out
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @asynccontextmanager
+    async def client(self, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+        """The SDK's client over HTTP, sending ``headers`` (by default the bearer token) with every request."""
+        async with (httpx.AsyncClient(headers=self.auth if headers is None else headers,
+                                      timeout=httpx.Timeout(30, read=300)) as http,
+                    Client(streamable_http_client(self.url, http_client=http)) as c):
+            yield c
+
+    def post(self, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+        """One JSON-RPC POST with the bearer token unless ``headers`` says otherwise."""
+        hdrs = {"Accept": ACCEPT, "Content-Type": "application/json", **(self.auth if headers is None else headers)}
+        return httpx.post(self.url, headers=hdrs, content=json.dumps(body).encode(), timeout=30)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._drain.join(10)
