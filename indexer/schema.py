@@ -147,17 +147,6 @@ INSERT_POSTINGS: Final = "INSERT INTO {segment} SELECT term, chunk, sess, tf, dl
 DELETE_FILES: Final = "DELETE FROM files WHERE file_id IN (SELECT file_id FROM b_files)"
 INSERT_FILES: Final = """INSERT INTO files SELECT file_id, path, agent, dev, ino, size, mtime_ns, "offset", head_len,
     head_hash, state, sess, present, malformed, oversized, indexed_at, false, skips, mode FROM b_files"""
-COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"
-# What the index holds under one root: its present units, the sessions among them that have
-# messages, and the skip counters of those units (aivault doctor, and silent roots in status).
-SELECT_ROOT_REPORT: Final = """SELECT count(*) FILTER (WHERE f.present),
-    count(DISTINCT s.sess) FILTER (WHERE f.present AND s.message_count > 0),
-    coalesce(sum(f.malformed) FILTER (WHERE f.present), 0), coalesce(sum(f.oversized) FILTER (WHERE f.present), 0),
-    list(f.skips) FILTER (WHERE f.present AND f.skips <> '{}')
-    FROM files f LEFT JOIN sessions s ON s.sess = f.sess WHERE starts_with(f.path, ?)"""
-# Per-file skip counts for status: the present files' counters and skip maps.
-SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skips) FILTER (WHERE skips <> '{}')
-    FROM files WHERE present GROUP BY agent ORDER BY agent"""
 DELETE_SESSIONS_IN_BATCH: Final = "DELETE FROM sessions WHERE sess IN (SELECT sess FROM b_sessions)"
 INSERT_SESSIONS: Final = """INSERT INTO sessions SELECT sess, file_id, agent, session_id, title, cwd, branch,
     started_at, updated_at, message_count, resume_command, parent_session_id, present FROM b_sessions"""
@@ -187,10 +176,8 @@ DROP_SEGMENT: Final = "DROP TABLE IF EXISTS {name}"
 DELETE_SEGMENT_ROW: Final = "DELETE FROM segments WHERE name = ?"
 SET_SEGMENT_STATE: Final = "UPDATE segments SET state = ? WHERE name = ?"
 
-SELECT_OBSERVATIONS: Final = "SELECT key, value FROM observations"
 DELETE_OBSERVATIONS: Final = "DELETE FROM observations"
 INSERT_OBSERVATION: Final = "INSERT INTO observations VALUES (?, ?)"
-COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) FROM files"
 
 # Retention (indexer/writer.py: Writer.sweep): small transactions, oldest sessions first.
 SELECT_EXPIRED: Final = """SELECT sess, file_id FROM sessions WHERE updated_at < ? ORDER BY updated_at, sess LIMIT ?"""
@@ -225,7 +212,6 @@ SET_NEXT_SEGMENT: Final = "UPDATE meta SET next_segment = ?"
 RAISE_NEXT_SEGMENT: Final = "UPDATE meta SET next_segment = greatest(next_segment, ?)"
 CREATE_STAGING: Final = "CREATE OR REPLACE TABLE {staging} AS {union}"
 COUNT_META: Final = "SELECT count(*) FROM meta"
-SELECT_GENERATION: Final = "SELECT generation FROM meta"
 SELECT_IDENTITY: Final = "SELECT identity FROM meta"
 LIST_TABLES: Final = "SELECT table_name FROM duckdb_tables() ORDER BY table_name"
 # Reading a whole table back: hashing every column makes DuckDB read (and checksum) each block;

@@ -16,9 +16,9 @@ import duckdb
 from aivault import config
 from aivault import policy as policy_mod
 from aivault.home import Home
-from aivault.indexer import schema as q
 from aivault.indexer.duck import one
 from aivault.protocol import STATUS_SENTINEL
+from aivault.query import sql as q
 from aivault.query.engine import Engine
 from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
 from aivault.query.request import parse_request

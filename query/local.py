@@ -28,6 +28,7 @@ from aivault import policy as policy_mod
 from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid
 from aivault.home import Home, unusable
 from aivault.indexer import reclaim as reclaim_mod
+from aivault.indexer import sql_maint
 from aivault.indexer.merges import MERGE_QUIET_S
 from aivault.indexer.segments import MergePlan, SegmentLock
 from aivault.indexer.service import IndexerService
@@ -299,7 +300,7 @@ class LocalService:
                 # index is looked at again at the next tick instead of being judged not worth it
                 # (CI of 910e8cb once saw a daemon that was searched all along never reclaim).
                 try:
-                    self.con.execute("CHECKPOINT")
+                    self.con.execute(sql_maint.CHECKPOINT)
                 except duckdb.Error as exc:
                     _log.debug("checkpoint refused; the reclaim is looked at again", error=str(exc))
                     self._reclaim_checked = None
@@ -331,7 +332,7 @@ class LocalService:
                         cur = self._copying = self.con.cursor()
                         try:
                             if merge is not None:  # a bulk load committed with fewer: the merge sorts
-                                cur.execute(f"SET threads = {THREADS}")
+                                cur.execute(sql_maint.SET_THREADS.format(threads=THREADS))
                             tmp = reclaim_mod.copy(cur, db, merge)
                         finally:
                             self._copying = None

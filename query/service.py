@@ -18,10 +18,10 @@ import duckdb
 
 from aivault.errors import ReconcileFailed
 from aivault.home import Home
-from aivault.indexer import schema as q
 from aivault.indexer.duck import one
 from aivault.indexer.store import UNREADABLE, damaged
 from aivault.protocol import FRESHNESS_DEADLINE_S, STATUS_SENTINEL
+from aivault.query import sql as q
 from aivault.query.request import parse_request
 
 if TYPE_CHECKING:  # a one-shot search never waits on a future: concurrent.futures (and logging) stay unloaded

@@ -222,3 +222,21 @@ WORD_IN_CHUNK: Final = "CASE WHEN contains(lower(text), ?) THEN 1 ELSE 0 END"
 SELECT_MESSAGES: Final = """SELECT ord, first(role ORDER BY part), first(kind ORDER BY part), min(ts),
                left(string_agg(text, '' ORDER BY part), ?), sum(length(text))
                FROM chunks WHERE sess = ? AND ord IN ({positions}){scope} GROUP BY ord ORDER BY ord"""
+
+# --- status and the one-shot service (query/service.py, query/direct.py) ----------------------
+# The index's generation: which commit a read or a status saw (query/transcript.py too).
+SELECT_GENERATION: Final = "SELECT generation FROM meta"
+COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"
+# What the index holds under one root: its present units, the sessions among them that have
+# messages, and the skip counters of those units (aivault doctor, and silent roots in status).
+SELECT_ROOT_REPORT: Final = """SELECT count(*) FILTER (WHERE f.present),
+    count(DISTINCT s.sess) FILTER (WHERE f.present AND s.message_count > 0),
+    coalesce(sum(f.malformed) FILTER (WHERE f.present), 0), coalesce(sum(f.oversized) FILTER (WHERE f.present), 0),
+    list(f.skips) FILTER (WHERE f.present AND f.skips <> '{}')
+    FROM files f LEFT JOIN sessions s ON s.sess = f.sess WHERE starts_with(f.path, ?)"""
+# Per-file skip counts for status: the present files' counters and skip maps.
+SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skips) FILTER (WHERE skips <> '{}')
+    FROM files WHERE present GROUP BY agent ORDER BY agent"""
+# The indexer's last observations (indexer/writer.py writes them), for a status without a daemon.
+SELECT_OBSERVATIONS: Final = "SELECT key, value FROM observations"
+COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) FROM files"

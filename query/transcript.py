@@ -22,7 +22,6 @@ from typing import Any, Protocol, runtime_checkable
 import duckdb
 
 from aivault.errors import InvalidParams, SessionNotFound
-from aivault.indexer import schema as q
 from aivault.indexer.duck import one
 from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role
 from aivault.query import sql
@@ -129,7 +128,7 @@ def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str,
 
 
 def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
-    gen = one(cur, q.SELECT_GENERATION)
+    gen = one(cur, sql.SELECT_GENERATION)
     rows = cur.execute(sql.SELECT_SESSION_BY_ID.format(agent=sql.SESSION_AGENT if req.agent else ""),
                        [req.session_id, *([req.agent] if req.agent else [])]).fetchall()
     if not rows:
