@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import socket
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from aivault.agents import texts
 from aivault.home import Home
 from tests.conftest import cli_env, run_cli
+from tests.mcphttp import McpHttpProcess
 
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")
 
@@ -138,3 +143,48 @@ def test_the_registered_command_starts_a_working_mcp_server(home: Home, user: Pa
             return [t.name for t in (await c.list_tools()).tools]
 
     assert anyio.run(main) == ["search_sessions", "read_session", "index_status"]
+
+
+def test_http_install_puts_the_bearer_token_where_each_agent_reads_headers(home: Home, user: Path) -> None:
+    """--http 127.0.0.1:PORT registers `aivault mcp --http` with the token of mcp.token in the header field each
+    agent reads (Claude Code headers, Gemini CLI httpUrl + headers, Codex http_headers), each file owner-only and
+    the token masked in the printed diff; the entry written for Claude Code reaches the running server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = McpHttpProcess(home, f"127.0.0.1:{port}")
+    try:
+        claude = user / ".claude.json"
+        claude.write_text('{"numStartups": 3}\n')
+        claude.chmod(0o644)
+        r = agent(home, user, "install", "claude-code", "--http", f"127.0.0.1:{port}")
+        assert r.returncode == 0, r.stderr
+        bearer = {"Authorization": f"Bearer {server.token}"}
+        data = json.loads(claude.read_text())
+        assert data["mcpServers"]["aivault"] == {"type": "http", "url": server.url, "headers": bearer}
+        assert data["numStartups"] == 3 and stat.S_IMODE(claude.stat().st_mode) == 0o600
+        assert server.token not in r.stdout and "<the token in mcp.token>" in r.stdout and "owner-only" in r.stdout
+        assert f"mcp --http 127.0.0.1:{port}" in r.stdout
+        entry = data["mcpServers"]["aivault"]
+
+        async def main() -> list[str]:
+            async with (httpx.AsyncClient(headers=entry["headers"]) as http,
+                        Client(streamable_http_client(entry["url"], http_client=http)) as c):
+                return [t.name for t in (await c.list_tools()).tools]
+
+        assert anyio.run(main) == ["search_sessions", "read_session", "index_status"]
+        assert "Nothing to do." in agent(home, user, "install", "claude-code", "--http", f"127.0.0.1:{port}").stdout
+    finally:
+        server.stop()
+    assert agent(home, user, "install", "gemini", "--http", f"localhost:{port}").returncode == 0
+    settings = user / ".gemini" / "settings.json"
+    assert json.loads(settings.read_text())["mcpServers"]["aivault"] == {"httpUrl": server.url, "headers": bearer}
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert agent(home, user, "install", "codex", "--http", f"127.0.0.1:{port}").returncode == 0
+    config = user / ".codex" / "config.toml"
+    assert tomllib.loads(config.read_text())["mcp_servers"]["aivault"] == {"url": server.url, "http_headers": bearer}
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert agent(home, user, "uninstall", "codex").returncode == 0
+    assert "aivault" not in config.read_text()
+    r = agent(home, user, "install", "codex", "--http", "127.0.0.1:0")
+    assert r.returncode != 0 and "not 0" in r.stderr

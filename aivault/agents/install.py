@@ -16,6 +16,11 @@ changes is copied to a timestamped backup first and replaced atomically, and the
 is printed -- with ``--dry-run`` only printed. The server is started as ``<aivault> --home <data dir>
 mcp``: Codex starts MCP servers with a cleared environment, so the data directory travels as an
 argument, not as ``AIVAULT_HOME``.
+
+With ``--http 127.0.0.1:PORT`` the entry instead points the agent at ``aivault mcp --http`` on that
+address, with the bearer token of ``mcp.token`` in the header field each agent reads: Claude Code
+``{"type": "http", "url", "headers"}``, Gemini CLI ``{"httpUrl", "headers"}``, Codex ``url`` and
+``http_headers``. A config file that then holds the token is written owner-only (0600).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class FileChange:
     what: str
     # False when the old text is exactly what aivault writes (its own skill): nothing of the user's to keep.
     backup: bool = True
+    # The new text holds a secret (the MCP bearer token): the file is written 0600 whatever its mode was.
+    private: bool = False
 
     @property
     def changed(self) -> bool:
@@ -68,6 +75,34 @@ def server_command(data_dir: Path) -> tuple[str, list[str]]:
     if script.is_file() and os.access(script, os.X_OK):
         return str(script), ["--home", str(data_dir), "mcp"]
     return sys.executable, ["-m", "aivault.cli", "--home", str(data_dir), "mcp"]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpServer:
+    """``aivault mcp --http`` as an agent reaches it: its URL and the bearer token."""
+
+    url: str
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def http_server(data_dir: Path, address: str, *, dry_run: bool = False) -> HttpServer:
+    """The URL for ``--http ADDRESS`` (a fixed loopback port) and the token of ``mcp.token`` (made if missing,
+    unless this is a dry run)."""
+    from aivault import tokens
+    from aivault.home import Home
+    from aivault.mcp.http_transport import parse_http_address, url_for
+
+    host, port = parse_http_address(address)
+    if port == 0:
+        raise ConfigInvalid("--http needs the port `aivault mcp --http` listens on, not 0: start it on a fixed one "
+                            "(`aivault mcp --http 127.0.0.1:8765`) and give the same address here")
+    home = Home(data_dir)
+    token = tokens.load(home, tokens.MCP_TOKEN) if dry_run else tokens.load_or_create(home, tokens.MCP_TOKEN)
+    return HttpServer(url_for(host, port), token or "<a new token>")
 
 
 def _read(path: Path) -> str | None:
@@ -103,8 +138,9 @@ def edit_json(path: Path, old: str | None, entry: dict[str, Any] | None) -> tupl
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n", what
 
 
-def edit_toml(path: Path, old: str | None, command: str | None, args: list[str]) -> tuple[str | None, str]:
-    """``[mcp_servers.aivault]`` in Codex's config.toml, everything else kept as written (tomlkit)."""
+def edit_toml(path: Path, old: str | None, entry: dict[str, Any] | None) -> tuple[str | None, str]:
+    """``[mcp_servers.aivault]`` in Codex's config.toml set to ``entry`` (None: removed), everything else kept
+    as written (tomlkit); a dict value of ``entry`` is written as an inline table."""
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
@@ -116,7 +152,7 @@ def edit_toml(path: Path, old: str | None, command: str | None, args: list[str])
     if servers is not None and not isinstance(servers, dict):
         raise ConfigInvalid(f"{path}: mcp_servers must be a table")
     current = servers.get(SERVER_NAME) if servers is not None else None
-    if command is None:
+    if entry is None:
         if current is None or servers is None:
             return old, "no aivault server registered"
         del servers[SERVER_NAME]
@@ -125,11 +161,16 @@ def edit_toml(path: Path, old: str | None, command: str | None, args: list[str])
         # The blank line install put before the table goes with it.
         text = tomlkit.dumps(doc).rstrip("\n")
         return (text + "\n" if text else ""), f"[mcp_servers.{SERVER_NAME}] removed"
-    if current is not None and current.get("command") == command and list(current.get("args", [])) == args:
+    if current is not None and _plain(current) == entry:
         return old, "already registered"
     table = tomlkit.table()
-    table["command"] = command
-    table["args"] = args
+    for key, value in entry.items():
+        if isinstance(value, dict):
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            table[key] = inline
+        else:
+            table[key] = value
     if servers is None:
         servers = tomlkit.table(is_super_table=True)
         doc["mcp_servers"] = servers
@@ -137,6 +178,11 @@ def edit_toml(path: Path, old: str | None, command: str | None, args: list[str])
     servers[SERVER_NAME] = table
     text = tomlkit.dumps(doc)
     return (text if text.endswith("\n") else text + "\n"), what
+
+
+def _plain(value: Any) -> Any:
+    """A tomlkit item as plain Python values (for comparing with what would be written)."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
 
 
 def edit_block(old: str | None, install: bool) -> tuple[str | None, str]:
@@ -161,18 +207,22 @@ def _user_home(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home()).expanduser()
 
 
-def plan(agent: str, install: bool, data_dir: Path, env: Mapping[str, str] | None = None) -> list[FileChange]:
-    """The edits for one agent, computed without writing anything."""
+def plan(agent: str, install: bool, data_dir: Path, env: Mapping[str, str] | None = None,
+         http: HttpServer | None = None) -> list[FileChange]:
+    """The edits for one agent, computed without writing anything; ``http``: register the HTTP server."""
     env = os.environ if env is None else env
     home = _user_home(env)
     command, args = server_command(data_dir)
+    private = install and http is not None
     changes = []
     if agent == "claude-code":
         base = Path(env["CLAUDE_CONFIG_DIR"]).expanduser() if env.get("CLAUDE_CONFIG_DIR") else None
         config = (base / ".claude.json") if base else home / ".claude.json"
-        entry = {"type": "stdio", "command": command, "args": args, "env": {}}
+        entry: dict[str, Any] = {"type": "stdio", "command": command, "args": args, "env": {}}
+        if http is not None:
+            entry = {"type": "http", "url": http.url, "headers": http.headers}
         old = _read(config)
-        changes.append(FileChange(config, old, *edit_json(config, old, entry if install else None)))
+        changes.append(FileChange(config, old, *edit_json(config, old, entry if install else None), private=private))
         skill = (base or home / ".claude") / "skills" / SERVER_NAME / "SKILL.md"
         old = _read(skill)
         ours = old == texts.SKILL
@@ -186,7 +236,10 @@ def plan(agent: str, install: bool, data_dir: Path, env: Mapping[str, str] | Non
         base = Path(env["CODEX_HOME"]).expanduser() if env.get("CODEX_HOME") else home / ".codex"
         config = base / "config.toml"
         old = _read(config)
-        changes.append(FileChange(config, old, *edit_toml(config, old, command if install else None, args)))
+        table: dict[str, Any] = {"command": command, "args": args}
+        if http is not None:
+            table = {"url": http.url, "http_headers": http.headers}
+        changes.append(FileChange(config, old, *edit_toml(config, old, table if install else None), private=private))
         notes = base / "AGENTS.md"
         old = _read(notes)
         changes.append(FileChange(notes, old, *edit_block(old, install)))
@@ -195,7 +248,9 @@ def plan(agent: str, install: bool, data_dir: Path, env: Mapping[str, str] | Non
         config = base / "settings.json"
         old = _read(config)
         entry = {"command": command, "args": args}
-        changes.append(FileChange(config, old, *edit_json(config, old, entry if install else None)))
+        if http is not None:
+            entry = {"httpUrl": http.url, "headers": http.headers}
+        changes.append(FileChange(config, old, *edit_json(config, old, entry if install else None), private=private))
         notes = base / "GEMINI.md"
         old = _read(notes)
         changes.append(FileChange(notes, old, *edit_block(old, install)))
@@ -226,6 +281,8 @@ def apply(changes: list[FileChange], now: datetime | None = None) -> dict[Path, 
             continue
         c.path.parent.mkdir(parents=True, exist_ok=True)
         mode = c.path.stat().st_mode & 0o777 if c.path.exists() else 0o600
+        if c.private:
+            mode &= 0o600
         fd, tmp = tempfile.mkstemp(prefix=f".{c.path.name}.", suffix=".tmp", dir=c.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -238,8 +295,9 @@ def apply(changes: list[FileChange], now: datetime | None = None) -> dict[Path, 
     return backups
 
 
-def report(agent: str, install: bool, changes: list[FileChange], backups: dict[Path, Path], dry_run: bool) -> str:
-    """What changed (or would), file by file, with each file's exact diff."""
+def report(agent: str, install: bool, changes: list[FileChange], backups: dict[Path, Path], dry_run: bool,
+           http: HttpServer | None = None, data_dir: Path | None = None) -> str:
+    """What changed (or would), file by file, with each file's exact diff (the bearer token masked)."""
     verb = "install" if install else "uninstall"
     out = [f"{agent}: {verb}" + (" (dry run: nothing written)" if dry_run else "")]
     for c in changes:
@@ -249,8 +307,18 @@ def report(agent: str, install: bool, changes: list[FileChange], backups: dict[P
         action = "would change" if dry_run else ("created" if c.old is None else "removed" if c.new is None
                                                   else "changed")
         note = f"; backup {backups[c.path]}" if c.path in backups else ""
+        if c.private:
+            note += "; owner-only (0600): it holds the bearer token"
         out.append(f"  {c.path}: {action}: {c.what}{note}")
-        out.append("".join("    " + line for line in c.diff().splitlines(keepends=True)).rstrip("\n"))
+        diff = c.diff()
+        if http is not None:
+            diff = diff.replace(http.token, "<the token in mcp.token>")
+        out.append("".join("    " + line for line in diff.splitlines(keepends=True)).rstrip("\n"))
+    if install and http is not None:
+        address = http.url.split("/")[2]
+        home = f" --home {data_dir}" if data_dir is not None else ""
+        out.append(f"The agent reaches aivault at {http.url}: keep `aivault{home} mcp --http {address}` running "
+                   "while it works (a user service, or a terminal).")
     if any(c.changed for c in changes) and not dry_run:
         out.append(f"Restart {_RESTART[agent]} to {'load' if install else 'drop'} the aivault tools.")
     elif not any(c.changed for c in changes):
