@@ -13,6 +13,7 @@ Layout (format version 1, docs/protocol.md §3):
       daemon.pid                pid of the writer (`aivault serve` or `index`), flock-ed while it runs
       index.duckdb.postings/    the daemon's memory-mapped copies of sorted postings segments
       vectors.faiss/.json       the FAISS index of chunk vectors and the header vouching for it
+      web.token, mcp.token      the front ends' access tokens (aivault/tokens.py, 0600)
 
 Converted embedding models are a per-user cache, not index data: see ``models_dir``.
 """
