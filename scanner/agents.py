@@ -14,7 +14,8 @@ import importlib
 from aivault.protocol import AGENT_NAMES
 from aivault.scanner.spec import AgentSpec
 
-# One module per agent under aivault/scanner/, each defining SPEC; the order is the documented one.
+# One module (or package) per agent under aivault/scanner/parsers/, each defining SPEC (or SPECS);
+# the order is the documented one. Imported by name, so the engine depends on no parser directly.
 MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor", "copilot", "cline",
            "aider", "amp")
 
@@ -22,7 +23,7 @@ MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "c
 def _registry() -> dict[str, AgentSpec]:
     specs: list[AgentSpec] = []
     for name in MODULES:
-        module = importlib.import_module(f"aivault.scanner.{name}")
+        module = importlib.import_module(f"aivault.scanner.parsers.{name}")
         found = getattr(module, "SPECS", None) or [module.SPEC]
         specs += found
     return {s.name: s for s in specs}

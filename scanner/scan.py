@@ -36,9 +36,9 @@ from aivault.protocol import (
 )
 from aivault.scanner.agents import SPECS
 from aivault.scanner.batch import BatchBuilder, session_dict
-from aivault.scanner.jsonutil import loads_line
 from aivault.scanner.link import Link
 from aivault.scanner.model import Parser
+from aivault.scanner.parsers.jsonutil import loads_line
 from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats
 from aivault.scanner.sources import Found, LineFile, Root, RootProblem, census, head_fingerprint
 from aivault.text import Tokenizer
@@ -552,7 +552,7 @@ class Scanner:
     def _titles(self) -> None:
         """Send Codex thread names that changed since we last sent them: from session_index.jsonl
         and, since Codex stopped writing it, from the ``threads`` table of its state databases."""
-        from aivault.scanner.codex import thread_name_sources
+        from aivault.scanner.parsers.codex import thread_name_sources
 
         if self.shard != 0:
             return  # one scanner is enough to read the thread names

@@ -16,8 +16,8 @@ import pytest
 
 from aivault.errors import UnitChanged
 from aivault.home import Home
-from aivault.scanner import aider
 from aivault.scanner.agents import SPECS
+from aivault.scanner.parsers import aider
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders.aider import AiderWriter
 from tests.conftest import InprocDaemon

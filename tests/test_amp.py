@@ -15,8 +15,8 @@ import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner import amp
 from aivault.scanner.agents import SPECS
+from aivault.scanner.parsers import amp
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import amp as b
 from tests.conftest import InprocDaemon

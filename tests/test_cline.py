@@ -1,4 +1,4 @@
-"""Cline / Roo Code / Kilo Code task folders (scanner.cline, scanner.cline_view): parsing, discovery, pipeline, kill -9.
+"""Cline / Roo Code / Kilo Code task folders (scanner.parsers.cline): parsing, discovery, pipeline, kill -9.
 
 There is no shared corpus for these agents: every count below was verified by reading the
 hand-written fixtures under tests/fixtures/quirks/{cline,roo}/ message by message.
@@ -20,8 +20,8 @@ import pytest
 from aivault import policy
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner import cline
 from aivault.scanner.agents import SPECS
+from aivault.scanner.parsers import cline
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import cline as b
 from tests.conftest import InprocDaemon, cli_env, lexical_only, restart_and_stop_cleanly, wait_until

@@ -12,14 +12,14 @@ import pytest
 
 from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner.copilot import (
+from aivault.scanner.model import Message
+from aivault.scanner.parsers.copilot import (
     CopilotParser,
     default_roots,
     read_history_unit,
     side_titles,
     workspace_fields,
 )
-from aivault.scanner.model import Message
 from aivault.scanner.sources import Found, Root
 from aivault.scanner.spec import file_discovery
 from tests.builders import copilot as cb
@@ -360,7 +360,7 @@ def test_default_roots_follow_copilot_home(tmp_path: Path) -> None:
 
 def test_discovery_finds_every_layout_and_nothing_else() -> None:
     """events.jsonl folders, flat <id>.jsonl and legacy session_*.json are units; workspace.yaml is not."""
-    from aivault.scanner.copilot import SPEC
+    from aivault.scanner.parsers.copilot import SPEC
 
     found = {Path(f.path).relative_to(QUIRKS).as_posix(): f.mode
              for r in (Root("copilot", str(QUIRKS / "session-state")),

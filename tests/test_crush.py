@@ -1,4 +1,4 @@
-"""Crush (scanner/crush.py): project databases found through projects.json, sessions read as whole units."""
+"""Crush (scanner/parsers/crush.py): project databases found through projects.json, sessions read as whole units."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import tests.builders.crush as cb
 from aivault.errors import UnitUnreadable
 from aivault.home import Home
-from aivault.scanner import crush
+from aivault.scanner.parsers import crush
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests for the Cursor agent reader (scanner.cursor, cursor_store, cursor_text; docs/formats.md §5)."""
+"""Tests for the Cursor agent reader (scanner.parsers.cursor: its store and text modules; docs/formats.md §5)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 
 from aivault.errors import ParserStateError, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner.cursor import SPEC, CursorParser, default_roots, locate, read_unit, side_titles
-from aivault.scanner.cursor_store import decode_meta_value, read_store_meta
-from aivault.scanner.cursor_text import parse_timestamp_tag, split_user_text
-from aivault.scanner.jsonutil import to_epoch_ms
 from aivault.scanner.model import Message
+from aivault.scanner.parsers.cursor import SPEC, CursorParser, default_roots, locate, read_unit, side_titles
+from aivault.scanner.parsers.cursor.store import decode_meta_value, read_store_meta
+from aivault.scanner.parsers.cursor.text import parse_timestamp_tag, split_user_text
+from aivault.scanner.parsers.jsonutil import to_epoch_ms
 from aivault.scanner.sources import Found, Root, RootProblem
 from tests.builders import cursor as cb
 from tests.builders.common import BASE_TIME, epoch_ms

@@ -7,9 +7,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from aivault.scanner.claude import ClaudeParser
-from aivault.scanner.codex import CodexParser
 from aivault.scanner.model import Message
+from aivault.scanner.parsers.claude import ClaudeParser
+from aivault.scanner.parsers.codex import CodexParser
 from tests.builders import codex as cx
 from tests.conftest import InprocDaemon
 

@@ -1,4 +1,4 @@
-"""Gemini CLI sessions (scanner.gemini, scanner.gemini_records): discovery, replay, mapping, robustness."""
+"""Gemini CLI sessions (scanner.parsers.gemini and its records module): discovery, replay, mapping, robustness."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner import gemini
 from aivault.scanner.model import KINDS, ROLES
+from aivault.scanner.parsers import gemini
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
 from tests.builders import gemini as gb
 from tests.builders.common import BASE_TIME, iso

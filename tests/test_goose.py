@@ -1,4 +1,4 @@
-"""Goose (scanner/goose.py): sessions.db sessions read whole, legacy JSONL sessions read line by line."""
+"""Goose (scanner/parsers/goose.py): sessions.db sessions read whole, legacy JSONL sessions read line by line."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 import tests.builders.goose as gb
 from aivault.errors import ParserStateError, UnitUnreadable
-from aivault.scanner import goose
 from aivault.scanner.model import Message
+from aivault.scanner.parsers import goose
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.conftest import InprocDaemon
 

@@ -1,4 +1,4 @@
-"""OpenCode (scanner/opencode.py): the SQLite database and the legacy JSON tree, read as whole units."""
+"""OpenCode (scanner/parsers/opencode/): the SQLite database and the legacy JSON tree, read as whole units."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import tests.builders.opencode as ob
 from aivault import policy
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner import opencode
+from aivault.scanner.parsers import opencode
+from aivault.scanner.parsers.sqlite_units import snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
-from aivault.scanner.sqlite_units import snapshot
 from tests.conftest import InprocDaemon, cli_env, lexical_only, pid_alive, restart_and_stop_cleanly, wait_until
 from tests.test_crash import assert_same_index, fingerprint
 

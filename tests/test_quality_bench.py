@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from aivault.query.hybrid import SIMILARITY_FLOOR, fuse
-from aivault.scanner.claude import ClaudeParser
-from aivault.scanner.codex import CodexParser
+from aivault.scanner.parsers.claude import ClaudeParser
+from aivault.scanner.parsers.codex import CodexParser
 from bench.quality import fusion, run
 from bench.quality.checks import check_query, content_words, session_terms, shared_words
 from bench.quality.corpus import KINDS, build, label, load_queries

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from aivault.errors import UnitChanged
-from aivault.scanner import qwen
 from aivault.scanner.model import KINDS, ROLES
+from aivault.scanner.parsers import qwen
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
 from tests.builders import qwen as qb
 from tests.builders.common import BASE_TIME, iso

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -146,3 +147,11 @@ def test_the_built_wheel_installs_only_the_aivault_namespace(tmp_path: Path) -> 
     for role in ROLES:
         assert f"aivault/{role}/__init__.py" in names
     assert "aivault/scanner/__main__.py" in names
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    """pyproject.toml names its packages one by one (an editable install stays one plain path): a
+    package folder missing there would be missing from a built wheel, and nothing else would say so."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
+    assert sorted(packages - listed) == []

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aivault.scanner.claude import ClaudeParser
-from aivault.scanner.codex import CodexParser
 from aivault.scanner.model import Message
+from aivault.scanner.parsers.claude import ClaudeParser
+from aivault.scanner.parsers.codex import CodexParser
 from aivault.text import FUNCTION_WORDS, iter_tokens, normalize, query_words, surface_terms
 from bench.quality.incident import Step
 from bench.quality.render import render_claude, render_codex

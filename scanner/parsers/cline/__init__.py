@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner import cline_view as view
-from aivault.scanner.jsonutil import first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import SessionInfo
+from aivault.scanner.parsers.cline import view
+from aivault.scanner.parsers.jsonutil import first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, open_sqlite, signature
 from aivault.scanner.spec import AgentSpec
 

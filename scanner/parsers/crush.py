@@ -7,7 +7,7 @@ started: the units live under it, so a full pass sees a project's deleted sessio
 small to look through (the project's own tree is never walked). A root named on the command line
 is a project folder holding ``.crush/``, a folder whose sub-folders are projects, a data directory,
 or a registry folder. Every session is a ``whole`` unit ``"<db>#<session id>"``
-(scanner/sqlite_units.py); the title-generation side sessions Crush creates (``title-<parent id>``,
+(scanner/parsers/sqlite_units.py); the title-generation side sessions Crush creates (``title-<parent id>``,
 upstream ``CreateTitleSession``) are not conversations and are left out. Crush's timestamps are
 whole seconds (a message updated twice in one second keeps its ``updated_at``), so a session's
 signature also covers its last messages' sizes and finish times, read through the session index
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from aivault.errors import UnitChanged
-from aivault.scanner.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
+from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
 from aivault.scanner.spec import AgentSpec
-from aivault.scanner.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 
 AGENT: Final = "crush"
 DATA_DIR: Final = ".crush"  # options.data_directory's default

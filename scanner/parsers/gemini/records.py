@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from aivault.scanner.jsonutil import (
+from aivault.scanner.model import Message
+from aivault.scanner.parsers.jsonutil import (
     EXTRA_KEYS_MAX,
     REASON_DETAIL_MAX_CHARS,
     compact_json,
     first_line_title,
     to_epoch_ms,
 )
-from aivault.scanner.model import Message
 
 # Context Gemini CLI sends as the first "user" turns: the environment block (a directory tree),
 # its older untagged form, and the IDE's editor-context JSON. Never user speech, never a title.

@@ -4,7 +4,7 @@ The root is Goose's sessions folder: ``<data>/sessions`` where ``<data>`` is
 ``$GOOSE_PATH_ROOT/data`` when that variable holds an absolute path (Goose's ``Paths::get_dir``),
 else ``$XDG_DATA_HOME/goose`` (absolute only, as the etcetera XDG strategy reads it), else
 ``~/.local/share/goose`` (macOS too). Every session in ``sessions.db`` is a ``whole`` unit
-(scanner/sqlite_units.py); each legacy ``<id>.jsonl`` beside it (first line the session's metadata,
+(scanner/parsers/sqlite_units.py); each legacy ``<id>.jsonl`` beside it (first line the session's metadata,
 every later line one message, appended) is a ``lines`` unit read by ``GooseLineParser``. When Goose
 creates ``sessions.db`` it imports those files under the same ids, so a file whose id the database
 holds is not indexed again. Older versions kept the files in ``~/.config/goose/sessions`` or
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from aivault.errors import ParserStateError, UnitChanged
-from aivault.scanner.jsonutil import (
+from aivault.scanner.model import Message, ParseStats, Role, SessionInfo
+from aivault.scanner.parsers.jsonutil import (
     LineParser,
     compact_json,
     count_reason,
@@ -40,10 +41,9 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
     to_epoch_ms,
 )
-from aivault.scanner.model import Message, ParseStats, Role, SessionInfo
+from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
 from aivault.scanner.spec import AgentSpec
-from aivault.scanner.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 
 AGENT: Final = "goose"
 DB_NAME: Final = "sessions.db"

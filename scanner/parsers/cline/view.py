@@ -1,4 +1,4 @@
-"""The two views of a Cline / Roo / Kilo task turned into messages (docs/formats.md §7); see scanner.cline.
+"""The two views of a Cline / Roo / Kilo task turned into messages (docs/formats.md §7); see scanner.parsers.cline.
 
 **The join rule.** ``ui_messages.json`` is the timeline: every message the user saw, in order, with
 its time. The model view (``api_conversation_history.json``) is used only for the *tool results the
@@ -20,8 +20,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from aivault.scanner.jsonutil import EXTRA_KEYS_MAX, REASON_DETAIL_MAX_CHARS, compact_json, loads_line, to_epoch_ms
 from aivault.scanner.model import Kind, Message, Role
+from aivault.scanner.parsers.jsonutil import (
+    EXTRA_KEYS_MAX,
+    REASON_DETAIL_MAX_CHARS,
+    compact_json,
+    loads_line,
+    to_epoch_ms,
+)
 from aivault.scanner.sources import count_skip
 
 # Cline appends this to a command that waits for the user's approval (COMMAND_REQ_APP_STRING).

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import orjson
 
-from aivault.scanner.jsonutil import compact_json, to_epoch_ms
 from aivault.scanner.model import Message
+from aivault.scanner.parsers.jsonutil import compact_json, to_epoch_ms
 
 _TIMESTAMP_TAG = re.compile(r"<timestamp>(.*?)</timestamp>", re.S | re.I)
 # The English form Cursor writes, weekday and UTC offset optional (agentsview #1662).

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.jsonutil import loads_line, to_epoch_ms
-from aivault.scanner.opencode_parts import Conversation, SessionRecord, add_message, build_unit
+from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
+from aivault.scanner.parsers.opencode.parts import Conversation, SessionRecord, add_message, build_unit
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, count_skip, signature
 
 STORAGE: Final = "storage"

@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 
 from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
-from aivault.scanner.copilot_workspace import (
+from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.copilot.workspace import (
     HISTORY_STATE,
     SESSION_STATE,
     read_workspace,
@@ -29,7 +30,7 @@ from aivault.scanner.copilot_workspace import (
     workspace_fields,
     workspace_title,
 )
-from aivault.scanner.jsonutil import (
+from aivault.scanner.parsers.jsonutil import (
     LineParser,
     compact_json,
     count_reason,
@@ -42,7 +43,6 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
     to_epoch_ms,
 )
-from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.sources import Found, Mode, Root, Unit, count_skip, file_signature, signature
 from aivault.scanner.spec import AgentSpec, file_discovery
 

@@ -7,7 +7,7 @@ last conversation record) back to the root, as Qwen's own loader builds it
 (``utils/transcript-records.ts``): records sharing a uuid are fragments of one message, side
 records (artifact snapshots, …) are never the leaf, and everything off the chain is a dead
 branch. That needs the whole file, so every file is a ``whole`` unit. Files from the Gemini-fork
-era (``~/.qwen/tmp/<sha256>/chats/session-*.json``) are Gemini's format (scanner/gemini.py).
+era (``~/.qwen/tmp/<sha256>/chats/session-*.json``) are Gemini's format (scanner/parsers/gemini/).
 """
 
 from __future__ import annotations
@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aivault.scanner.gemini import FileBytes, chats_discovery, gemini_unit, jsonl_records, read_settled, replay_file
-from aivault.scanner.gemini_records import as_parts, count_skip, response_text, tool_call_text
-from aivault.scanner.jsonutil import compact_json, first_line_title, to_epoch_ms
 from aivault.scanner.model import Kind, Message, Role, SessionInfo
+from aivault.scanner.parsers.gemini import (
+    FileBytes,
+    chats_discovery,
+    gemini_unit,
+    jsonl_records,
+    read_settled,
+    replay_file,
+)
+from aivault.scanner.parsers.gemini.records import as_parts, count_skip, response_text, tool_call_text
+from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, to_epoch_ms
 from aivault.scanner.sources import Found, Mode, Root, Unit
 from aivault.scanner.spec import AgentSpec
 

@@ -8,7 +8,7 @@ whenever its signature changes, replayed, and sent complete. Subagents write
 registry, the SHA-256 of the project root) that is resolved back to the project directory.
 
 The file reading helpers here (``read_settled``, ``jsonl_records``) are shared with Qwen Code,
-whose JSONL files are read whole too (scanner/qwen.py).
+whose JSONL files are read whole too (scanner/parsers/qwen.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.gemini_records import Replay, conversation, count_skip
-from aivault.scanner.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.model import SessionInfo
+from aivault.scanner.parsers.gemini.records import Replay, conversation, count_skip
+from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, file_signature, walk_files
 from aivault.scanner.spec import AgentSpec, Discover, file_discovery
 

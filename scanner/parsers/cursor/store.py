@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.cursor_text import blocks_text, tool_call_text, user_messages
-from aivault.scanner.jsonutil import first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import Message, SessionInfo
+from aivault.scanner.parsers.cursor.text import blocks_text, tool_call_text, user_messages
+from aivault.scanner.parsers.jsonutil import first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.sources import Found, count_skip, db_change_stamp, open_sqlite, signature
 
 STORE_DB = "store.db"

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.model import Message, SessionInfo
+from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
 from aivault.scanner.sources import (
     Found,
     Mode,

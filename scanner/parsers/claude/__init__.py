@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from aivault.errors import ParserStateError
-from aivault.scanner.claude_records import (
+from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
     IDE_WRAPPER,
     MARKUP_TAG,
@@ -28,7 +29,7 @@ from aivault.scanner.claude_records import (
     uuid_hash,
     uuids_of,
 )
-from aivault.scanner.jsonutil import (
+from aivault.scanner.parsers.jsonutil import (
     LineParser,
     compact_json,
     count_reason,
@@ -40,7 +41,6 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
     to_epoch_ms,
 )
-from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
 from aivault.scanner.sources import Mode, Root
 from aivault.scanner.spec import AgentSpec, file_discovery
 

@@ -5,7 +5,7 @@ The readable copy of a chat is ``<data>/projects/<slug>/agent-transcripts/``: ``
 folder (older builds), and ``<id>/subagents/<child>.jsonl`` for the chats a subagent ran (sessions of
 their own, whose parent is ``<id>``). Lines are ``{role, message:{content:[blocks]}}`` plus roleless
 ``{"type":"turn_ended"}`` bookkeeping, with no times and no ids: the chat store
-(``<chats>/<md5>/<id>/``, scanner.cursor_store) gives the title, the folder and the times, and its
+(``<chats>/<md5>/<id>/``, scanner.parsers.cursor.store) gives the title, the folder and the times, and its
 blobs are read for chats that have no transcript. The Cursor IDE's own ``state.vscdb`` is not read.
 """
 
@@ -17,8 +17,9 @@ import shlex
 from typing import Any
 
 from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
-from aivault.scanner import cursor_store as store
-from aivault.scanner.cursor_discovery import (
+from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.cursor import store
+from aivault.scanner.parsers.cursor.discovery import (
     Location,
     default_roots,
     discover,
@@ -26,9 +27,9 @@ from aivault.scanner.cursor_discovery import (
     side_titles,
     stat_sig,
 )
-from aivault.scanner.cursor_store import INDEX, ChatMeta, chat_meta
-from aivault.scanner.cursor_text import blocks_text, parse_txt, tool_call_text, user_messages
-from aivault.scanner.jsonutil import (
+from aivault.scanner.parsers.cursor.store import INDEX, ChatMeta, chat_meta
+from aivault.scanner.parsers.cursor.text import blocks_text, parse_txt, tool_call_text, user_messages
+from aivault.scanner.parsers.jsonutil import (
     LineParser,
     count_reason,
     first_line_title,
@@ -38,7 +39,6 @@ from aivault.scanner.jsonutil import (
     stats_from_state,
     stats_to_state,
 )
-from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.sources import Found, Unit, file_signature, signature
 from aivault.scanner.spec import AgentSpec
 

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 
 from aivault.errors import ParserStateError
-from aivault.scanner.jsonutil import (
+from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.jsonutil import (
     LineParser,
     compact_json,
     count_reason,
@@ -32,7 +33,6 @@ from aivault.scanner.jsonutil import (
     stats_to_state,
     to_epoch_ms,
 )
-from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
 

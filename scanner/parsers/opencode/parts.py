@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aivault.scanner.jsonutil import compact_json, first_line_title, to_epoch_ms
 from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, to_epoch_ms
 from aivault.scanner.sources import Unit, count_skip
 
 AGENT: Final = "opencode"

@@ -4,7 +4,7 @@ A root is a data folder (``~/.cursor``: ``projects/`` and, on macOS, ``chats/``)
 folder (``~/.config/cursor``: ``chats/``), or one of those two folders itself. Only the
 ``agent-transcripts`` folders of a project are walked (a project folder also holds tool outputs,
 terminal captures and MCP caches); a chat that has a store but no transcript is a whole unit read
-from its blobs (scanner.cursor_store).
+from its blobs (scanner.parsers.cursor.store).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aivault.scanner import cursor_store as store
-from aivault.scanner.cursor_store import INDEX, chat_meta
+from aivault.scanner.parsers.cursor import store
+from aivault.scanner.parsers.cursor.store import INDEX, chat_meta
 from aivault.scanner.sources import (
     Found,
     Mode,

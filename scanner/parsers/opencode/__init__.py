@@ -2,12 +2,12 @@
 
 The root is OpenCode's data directory (``$XDG_DATA_HOME/opencode``). It holds ``opencode.db`` and,
 for other release channels, ``opencode-<channel>.db`` (opencode #2987); every session in them is a
-``whole`` unit ``"<db>#<session id>"`` (scanner/sqlite_units.py). Its change signature is the
+``whole`` unit ``"<db>#<session id>"`` (scanner/parsers/sqlite_units.py). Its change signature is the
 session row's ``time_updated`` and title plus, over its ``message`` and ``part`` rows, their count
 and newest ``time_updated``: child rows change without the session row (437 sessions in one
 13.5 GB database, AV format doc), and rows deleted by a revert change the count. Columns are looked
 up before they are used, so the 1.14 Drizzle schema change (cass #227) or a later one reads what is
-there or fails naming what is missing. The legacy ``storage/`` tree (scanner/opencode_legacy.py)
+there or fails naming what is missing. The legacy ``storage/`` tree (scanner/parsers/opencode/legacy.py)
 is read for the sessions no database holds.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Final
 
 from aivault.errors import UnitChanged
-from aivault.scanner import opencode_legacy
-from aivault.scanner.jsonutil import loads_line, to_epoch_ms
-from aivault.scanner.opencode_parts import AGENT, Conversation, SessionRecord, add_message, build_unit
+from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
+from aivault.scanner.parsers.opencode import legacy
+from aivault.scanner.parsers.opencode.parts import AGENT, Conversation, SessionRecord, add_message, build_unit
+from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
 from aivault.scanner.spec import AgentSpec
-from aivault.scanner.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
 
 DB_NAME: Final = "opencode.db"
 CHANNEL_DB_PREFIX: Final = "opencode-"  # opencode-stable.db, opencode-beta.db, ...
@@ -155,7 +155,7 @@ def read_database_session(found: Found) -> Unit:
 def read_unit(found: Found) -> Unit:
     if len(found.locator) == 2:
         return read_database_session(found)
-    return opencode_legacy.read(found)
+    return legacy.read(found)
 
 
 def _databases(folder: str) -> list[str]:
@@ -182,7 +182,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
             continue
         yield from due(listing, fresh, full, seen)
         seen |= listing.ids
-    yield from opencode_legacy.discover(root, problems, full, seen)
+    yield from legacy.discover(root, problems, full, seen)
 
 
 def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
@@ -195,4 +195,4 @@ SPEC = AgentSpec(
     name=AGENT, label="OpenCode", default_roots=default_roots, discover=discover, read_unit=read_unit,
     expects="opencode.db / opencode-<channel>.db (SQLite), or storage/session/<project>/<session>.json",
     shaped=lambda name: name == DB_NAME or (name.startswith(CHANNEL_DB_PREFIX) and name.endswith(".db"))
-    or (name.startswith(opencode_legacy.SESSION_PREFIX) and name.endswith(".json")))
+    or (name.startswith(legacy.SESSION_PREFIX) and name.endswith(".json")))
