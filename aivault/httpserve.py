@@ -12,9 +12,9 @@ requests cannot be accepted. So each connection here (uvicorn's h11 protocol, su
 * is closed ``IDLE_TIMEOUT_S`` after a response when no next request starts (uvicorn's
   keep-alive timeout);
 * counts against ``MAX_CONNECTIONS``: a connection over the bound closes the connection that
-  has waited longest without a request being served (idle or half-sent), so a flood of idle
-  sockets cannot keep the owner out; when every connection is serving a request, the new one is
-  answered ``503`` and closed.
+  has waited longest with no request in hand (idle, or part of a request head sent), so a flood
+  of idle sockets cannot keep the owner out; when every connection has a request in hand, the
+  new one is answered ``503`` and closed.
 
 A request being served (a search, an MCP tool call, an MCP event stream) is never cut by these
 limits. uvicorn's own ``limit_concurrency`` is not used: it still accepts every connection (its
@@ -82,9 +82,9 @@ class BoundedH11Protocol(H11Protocol):
         """A request has fully arrived and its response is not finished (it may take any time)."""
         return self.cycle is not None and not self.cycle.response_complete and not self.cycle.more_body
 
-    def _receiving(self) -> bool:
-        """Nothing is being served: the connection waits for (the rest of) a request."""
-        return self.cycle is None or self.cycle.response_complete or self.cycle.more_body
+    def _idle(self) -> bool:
+        """No request is in hand: the connection is idle or has sent part of a request head at most."""
+        return self.cycle is None or self.cycle.response_complete
 
     def _sync_read_timer(self) -> None:
         if self.transport is None or self.transport.is_closing() or self._serving():
@@ -107,9 +107,10 @@ class BoundedH11Protocol(H11Protocol):
 
     # --- the bound ----------------------------------------------------------------------------------
     def _make_room(self) -> None:
+        # A request whose body is still arriving is in the app's hands (past the guard's checks): left to
+        # the read deadline rather than evicted.
         waiting = [c for c in self.connections
-                   if c is not self and isinstance(c, BoundedH11Protocol) and c._receiving()
-                   and not c._closed_by_us]
+                   if c is not self and isinstance(c, BoundedH11Protocol) and c._idle() and not c._closed_by_us]
         if waiting:
             oldest = min(waiting, key=lambda c: c._waiting_since)
             # An idle connection gets no response (a browser retries on a fresh one); a half-sent one
@@ -147,7 +148,8 @@ def run(app: Any, sock: socket.socket, *, lifespan: Literal["on", "off"], **conf
     """Serve ``app`` on ``sock`` with uvicorn, holding connections as the module says."""
     import uvicorn
 
-    cfg = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan,
+    # No WebSocket protocol: neither front end has one, and an upgraded connection would leave these bounds.
+    cfg = uvicorn.Config(app, log_level="warning", access_log=False, lifespan=lifespan, ws="none",
                          http=BoundedH11Protocol, timeout_keep_alive=IDLE_TIMEOUT_S, backlog=MAX_CONNECTIONS,
                          **config)
     uvicorn.Server(cfg).run(sockets=[sock])
