@@ -299,6 +299,38 @@ def test_a_body_that_never_ends_is_cut_and_not_acted_on(home: Home) -> None:
     assert policy.load(home).enabled is True
 
 
+def test_when_every_connection_has_a_request_in_hand_a_new_one_is_503(home: Home) -> None:
+    """With the bound at 2 and both held by signed-in requests whose bodies are still arriving, a third connection
+    is answered 503 busy (never one of the two cut); once they time out the page answers again."""
+    w = WebProcess(home, env={"AIVAULT_HTTP_MAX_CONNECTIONS": "2", "AIVAULT_HTTP_READ_TIMEOUT_S": str(READ_TIMEOUT_S)})
+    held: list[socket.socket] = []
+    try:
+        for _ in range(2):
+            s = socket.create_connection(("127.0.0.1", w.port), timeout=30)
+            s.sendall(f"POST /api/policy HTTP/1.1\r\nHost: {w.authority}\r\nCookie: {w.cookie}\r\n"
+                      f"Origin: http://{w.authority}\r\nContent-Type: application/json\r\n"
+                      f"X-Aivault-Csrf: {w.csrf}\r\nContent-Length: 100\r\n\r\n{{".encode())
+            held.append(s)
+        time.sleep(0.5)  # both requests reach the app before the third connection comes
+        t0 = time.monotonic()
+        third = socket.create_connection(("127.0.0.1", w.port), timeout=30)
+        try:
+            data = _closed_by_server(third, 10)
+        finally:
+            third.close()
+        assert time.monotonic() - t0 < READ_TIMEOUT_S - 1
+        assert data.startswith(b"HTTP/1.1 503") and b'"busy"' in data and b"try again" in data, data[:200]
+        for s in held:  # cut at the read deadline, unanswered but for the 408
+            data = _closed_by_server(s, READ_TIMEOUT_S + 5)
+            assert data == b"" or data.startswith(b"HTTP/1.1 408"), data[:80]
+        assert w.request("GET", "/api/status")[0] == 200
+    finally:
+        for s in held:
+            s.close()
+        w.stop()
+    assert policy.load(home).enabled is True
+
+
 # --- the endpoints ------------------------------------------------------------------------------------
 def test_search_session_and_status_in_direct_mode(home: Home, roots: dict[str, Path]) -> None:
     """Without a daemon the page searches, pages, reads a session and reports status from the index file."""
