@@ -69,12 +69,15 @@ class Parser(Protocol):
     * ``state()`` returns everything needed to continue after the last fed line in a new
       process: ``Parser(path, state)`` followed by feeding the remaining lines must give the
       same messages and session info as one uninterrupted pass. Keep it small (bounded, a few
-      KB at most): it is stored with every batch.
+      KB at most): it is stored with every batch (the line parsers derive it from one dataclass,
+      scanner/parsers/base.py).
     * ``session`` reflects every line fed so far (title precedence already applied).
     """
 
     agent: str
-    stats: ParseStats
+
+    @property
+    def stats(self) -> ParseStats: ...
 
     @property
     def session(self) -> SessionInfo: ...

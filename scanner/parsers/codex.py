@@ -13,31 +13,24 @@ import re
 import shlex
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
-from aivault.errors import ParserStateError
 from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
 from aivault.scanner.parsers.jsonutil import (
-    LineParser,
     compact_json,
     count_reason,
     first_line_title,
     loads_line,
-    state_int,
-    state_list,
-    state_str,
-    stats_from_state,
-    stats_to_state,
     to_epoch_ms,
 )
 from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
 
-# 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
-STATE_VERSION = 2
 # Event-stream messages remembered so that the response_item copy of the same text, arriving
 # later, is not indexed twice. One turn rarely holds more than a few of them.
 RECENT_EVENT_MESSAGES_MAX = 64
@@ -242,7 +235,38 @@ def _tool_name(payload: dict[str, Any], default: str) -> str:
     return default
 
 
-class CodexParser(LineParser):
+@dataclass(slots=True)
+class CodexState(ParserState):
+    """What a Codex parser remembers between passes (stored with every batch)."""
+
+    # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
+    VERSION: ClassVar[int] = 2
+    AGENT: ClassVar[str] = "codex"
+
+    meta_seen: bool = stored_as("meta", False)
+    sid: str | None = stored_as("sid")
+    parent: str | None = stored_as("parent")
+    meta_cwd: str | None = stored_as("meta_cwd")
+    turn_cwd: str | None = stored_as("turn_cwd")
+    branch: str | None = stored_as("branch")
+    started: int | None = stored_as("t0")
+    updated: int | None = stored_as("t1")
+    count: int = stored_as("n", 0)
+    thread_name: str | None = stored_as("thread_name")
+    first_user: str | None = stored_as("first_user")
+    # A response_item message/reasoning was seen: events are ignored.
+    items_seen: bool = stored_as("items", False)
+    recent: list[int] = stored_as("recent", factory=list)  # _text_hash of event-stream messages not yet matched
+    # A fork or sub-agent rollout starts by replaying its parent (after a copy of the parent's
+    # session_meta); those turns are the parent's, already indexed there.
+    child_start: int | None = stored_as("child_start")  # set for a fork/sub-agent: its own start, epoch ms
+    replaying: bool = stored_as("replaying", False)
+    # Hashes of recent shell commands (CommandExecution dedupe).
+    commands: list[int] = stored_as("commands", factory=list)
+    stats: ParseStats = stored_as("stats", factory=ParseStats)
+
+
+class CodexParser(LineParser[CodexState]):
     """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser)."""
 
     agent = "codex"
@@ -255,95 +279,28 @@ class CodexParser(LineParser):
         match = _ROLLOUT_UUID.search(stem)
         self._file_id = match.group(0) if match else stem
 
-        self.stats = ParseStats()
-        self._meta_seen = False
-        self._sid: str | None = None
-        self._parent: str | None = None
-        self._meta_cwd: str | None = None
-        self._turn_cwd: str | None = None
-        self._branch: str | None = None
-        self._started: int | None = None
-        self._updated: int | None = None
-        self._count = 0
-        self._thread_name: str | None = None
-        self._first_user: str | None = None
-        self._items_seen = False  # a response_item message/reasoning was seen: events are ignored
-        self._recent: list[int] = []  # _text_hash of event-stream messages not yet matched
-        # A fork or sub-agent rollout starts by replaying its parent (after a copy of the parent's
-        # session_meta); those turns are the parent's, already indexed there.
-        self._child_start: int | None = None  # set for a fork/sub-agent: its own start, epoch ms
-        self._replaying = False
-        self._commands: list[int] = []  # hashes of recent shell commands (CommandExecution dedupe)
         self._resume_id = ""
         self._resume_cache = ""
-        if state is not None:
-            self._restore(state)
+        self.st = CodexState.load(state)
 
-    # -- state ------------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
-        return {
-            "v": STATE_VERSION,
-            "meta": self._meta_seen,
-            "sid": self._sid,
-            "parent": self._parent,
-            "meta_cwd": self._meta_cwd,
-            "turn_cwd": self._turn_cwd,
-            "branch": self._branch,
-            "t0": self._started,
-            "t1": self._updated,
-            "n": self._count,
-            "thread_name": self._thread_name,
-            "first_user": self._first_user,
-            "items": self._items_seen,
-            "recent": list(self._recent),
-            "child_start": self._child_start,
-            "replaying": self._replaying,
-            "commands": list(self._commands),
-            "stats": stats_to_state(self.stats),
-        }
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
-            raise ParserStateError("not a codex parser state of this version")
-        self._meta_seen = bool(state.get("meta"))
-        self._sid = state_str(state, "sid")
-        self._parent = state_str(state, "parent")
-        self._meta_cwd = state_str(state, "meta_cwd")
-        self._turn_cwd = state_str(state, "turn_cwd")
-        self._branch = state_str(state, "branch")
-        self._started = state_int(state, "t0")
-        self._updated = state_int(state, "t1")
-        self._count = state_int(state, "n") or 0
-        self._thread_name = state_str(state, "thread_name")
-        self._first_user = state_str(state, "first_user")
-        self._items_seen = bool(state.get("items"))
-        self._recent = state_list(state, "recent")
-        self._child_start = state_int(state, "child_start")
-        self._replaying = bool(state.get("replaying"))
-        self._commands = state_list(state, "commands")
-        if not all(isinstance(h, int) for h in (*self._recent, *self._commands)):
-            raise ParserStateError("state field 'recent' holds non-integers")
-        self.stats = stats_from_state(state.get("stats"))
 
     # -- session ----------------------------------------------------------------------------
 
     @property
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
-        session_id = self._sid or self._file_id
+        session_id = self.st.sid or self._file_id
         return SessionInfo(
             agent=self.agent,
             session_id=session_id,
-            title=self._thread_name or self._first_user,
-            cwd=self._turn_cwd or self._meta_cwd,
-            branch=self._branch,
-            started_at=self._started,
-            updated_at=self._updated,
-            message_count=self._count,
+            title=self.st.thread_name or self.st.first_user,
+            cwd=self.st.turn_cwd or self.st.meta_cwd,
+            branch=self.st.branch,
+            started_at=self.st.started,
+            updated_at=self.st.updated,
+            message_count=self.st.count,
             resume_command=self._resume_command(session_id),
-            parent_session_id=self._parent,
+            parent_session_id=self.st.parent,
         )
 
     def _resume_command(self, session_id: str) -> str:
@@ -357,7 +314,7 @@ class CodexParser(LineParser):
 
     def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         out = self._record_messages(obj, ms)
-        if self._replaying and out:
+        if self.st.replaying and out:
             # The parent's turns, copied into this fork: the parent's own file holds them.
             extra = self.stats.extra
             extra["replayed_parent"] = extra.get("replayed_parent", 0) + len(out)
@@ -366,16 +323,16 @@ class CodexParser(LineParser):
 
     def _turn_started(self, turn_id: object, ms: int | None) -> None:
         """A record carrying a turn id: the first child-owned one ends a replayed parent prefix."""
-        if not self._replaying or self._child_start is None:
+        if not self.st.replaying or self.st.child_start is None:
             return
         owned: bool
         m = _UUID7.match(turn_id) if isinstance(turn_id, str) else None
         if m is not None:
-            owned = int(m.group(1) + m.group(2), 16) >= self._child_start - REPLAY_CLOCK_SKEW_MS
+            owned = int(m.group(1) + m.group(2), 16) >= self.st.child_start - REPLAY_CLOCK_SKEW_MS
         else:
-            owned = ms is not None and ms >= self._child_start
+            owned = ms is not None and ms >= self.st.child_start
         if owned:
-            self._replaying = False
+            self.st.replaying = False
 
     def _record_messages(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         rtype = obj.get("type")
@@ -393,8 +350,8 @@ class CodexParser(LineParser):
             elif rtype == "turn_context":
                 self._turn_started(payload.get("turn_id"), ms)
                 cwd = payload.get("cwd")
-                if isinstance(cwd, str) and cwd and not self._replaying:
-                    self._turn_cwd = cwd
+                if isinstance(cwd, str) and cwd and not self.st.replaying:
+                    self.st.turn_cwd = cwd
                 out = []
             elif rtype == "compacted":
                 summary = payload.get("message")
@@ -414,7 +371,7 @@ class CodexParser(LineParser):
             # A bare chat message, {role, content} or {role, message} (schema_drift.jsonl).
             text = obj["content"] if "content" in obj else obj.get("message")
             out = self._response_item({"type": "message", "role": obj["role"], "content": text}, ms)
-        elif rtype is None and not self._meta_seen and isinstance(obj.get("id"), str) and "timestamp" in obj:
+        elif rtype is None and not self.st.meta_seen and isinstance(obj.get("id"), str) and "timestamp" in obj:
             # The bare SessionMeta header of early Rust rollouts.
             self._session_meta(obj, ms)
             out = []
@@ -425,50 +382,50 @@ class CodexParser(LineParser):
     def _session_meta(self, payload: dict[str, Any], ms: int | None) -> None:
         # Forks and sub-agent rollouts repeat other threads' meta records later in the file;
         # the first one is this file's own. A later one in a fork starts the replayed parent.
-        if self._meta_seen:
+        if self.st.meta_seen:
             other = payload.get("id") or payload.get("session_id")
-            if self._child_start is not None and isinstance(other, str) and other != self._sid:
-                self._replaying = True
+            if self.st.child_start is not None and isinstance(other, str) and other != self.st.sid:
+                self.st.replaying = True
             return
-        self._meta_seen = True
+        self.st.meta_seen = True
         for key in ("id", "session_id"):
             value = payload.get(key)
             if isinstance(value, str) and value:
-                self._sid = value
+                self.st.sid = value
                 break
         cwd = payload.get("cwd")
         if isinstance(cwd, str) and cwd:
-            self._meta_cwd = cwd
+            self.st.meta_cwd = cwd
         git = payload.get("git")
         if type(git) is dict:
             branch = git.get("branch")
             if isinstance(branch, str) and branch:
-                self._branch = branch
+                self.st.branch = branch
         for key in ("forked_from_id", "parent_thread_id"):
             value = payload.get(key)
             if isinstance(value, str) and value:
-                self._parent = value
+                self.st.parent = value
                 break
         source = payload.get("source")
         spawn = source.get("subagent") if type(source) is dict else None
         spawn = spawn.get("thread_spawn") if type(spawn) is dict else None
         if type(spawn) is dict and isinstance(spawn.get("parent_thread_id"), str) and spawn["parent_thread_id"]:
-            self._parent = spawn["parent_thread_id"]
-        if self._parent is not None or payload.get("thread_source") == "subagent":
+            self.st.parent = spawn["parent_thread_id"]
+        if self.st.parent is not None or payload.get("thread_source") == "subagent":
             started = to_epoch_ms(payload.get("timestamp"))
-            self._child_start = started if started is not None else ms
+            self.st.child_start = started if started is not None else ms
 
     def _note_user_text(self, text: str) -> None:
-        if self._first_user is None and not self._replaying:
-            self._first_user = first_line_title(text)
+        if self.st.first_user is None and not self.st.replaying:
+            self.st.first_user = first_line_title(text)
 
     def _seen_in_events(self, code: int, text: str) -> bool:
         """Consume the event-stream copy of ``text`` if there is one (stream dedupe)."""
-        if not self._recent:
+        if not self.st.recent:
             return False
         digest = _text_hash(code, text)
-        if digest in self._recent:
-            self._recent.remove(digest)
+        if digest in self.st.recent:
+            self.st.recent.remove(digest)
             return True
         return False
 
@@ -479,7 +436,7 @@ class CodexParser(LineParser):
     def _response_item(self, payload: dict[str, Any], ms: int | None) -> list[Message] | None:
         ptype = payload.get("type")
         if ptype == "message":
-            self._items_seen = True
+            self.st.items_seen = True
             role = payload.get("role")
             text = _content_text(payload.get("content"))
             if not text or text.isspace():
@@ -499,7 +456,7 @@ class CodexParser(LineParser):
                 return [Message("assistant", "text", text, ms)]
             return []  # developer / system prompts
         if ptype == "reasoning":
-            self._items_seen = True
+            self.st.items_seen = True
             return self._reasoning(payload, ms)
         if ptype == "function_call" or ptype == "tool_call":
             name = _tool_name(payload, "function")
@@ -539,15 +496,15 @@ class CodexParser(LineParser):
         text = "\n".join(parts)
         if not text or text.isspace():
             return []
-        if self._recent:
+        if self.st.recent:
             if self._seen_in_events(_THINKING, text):
                 self._count_duplicate()
                 return []
             # Some builds emit one agent_reasoning event per summary part.
             digests = [_text_hash(_THINKING, part) for part in parts]
-            if all(d in self._recent for d in digests):
+            if all(d in self.st.recent for d in digests):
                 for d in digests:
-                    self._recent.remove(d)
+                    self.st.recent.remove(d)
                 self._count_duplicate()
                 return []
         return [Message("assistant", "thinking", text, ms)]
@@ -556,17 +513,17 @@ class CodexParser(LineParser):
         etype = payload.get("type")
         if "turn_id" in payload:
             self._turn_started(payload.get("turn_id"), ms)
-        if etype == "thread_settings_applied" and self._replaying:
-            self._replaying = False  # the child's own settings: what follows is its work
+        if etype == "thread_settings_applied" and self.st.replaying:
+            self.st.replaying = False  # the child's own settings: what follows is its work
             return []
         if etype == "item_completed":
             return self._item_completed(payload, ms)
         if etype == "thread_name_updated":
             name = payload.get("thread_name")
             if isinstance(name, str) and name.strip():
-                self._thread_name = name.strip()
+                self.st.thread_name = name.strip()
             return []
-        if etype not in _EVENT_MESSAGE_TYPES or self._items_seen:
+        if etype not in _EVENT_MESSAGE_TYPES or self.st.items_seen:
             return []
         text = payload.get("text" if etype == "agent_reasoning" else "message")
         if not isinstance(text, str) or not text or text.isspace():
@@ -583,9 +540,9 @@ class CodexParser(LineParser):
         else:
             code = _THINKING
             message = Message("assistant", "thinking", text, ms)
-        self._recent.append(_text_hash(code, text))
-        if len(self._recent) > RECENT_EVENT_MESSAGES_MAX:
-            del self._recent[0]
+        self.st.recent.append(_text_hash(code, text))
+        if len(self.st.recent) > RECENT_EVENT_MESSAGES_MAX:
+            del self.st.recent[0]
         return [message]
 
     def _item_completed(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
@@ -613,7 +570,7 @@ class CodexParser(LineParser):
             if not isinstance(command, str) or not command:
                 return []
             digest = zlib.crc32(command.encode("utf-8", "surrogatepass"))
-            if digest in self._commands:
+            if digest in self.st.commands:
                 self._count_duplicate()
                 return []
             out = [Message("assistant", "tool_call", f"shell {command}", ms)]
@@ -643,9 +600,9 @@ class CodexParser(LineParser):
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if isinstance(command, str) and command:
-            self._commands.append(zlib.crc32(command.encode("utf-8", "surrogatepass")))
-            if len(self._commands) > RECENT_EVENT_MESSAGES_MAX:
-                del self._commands[0]
+            self.st.commands.append(zlib.crc32(command.encode("utf-8", "surrogatepass")))
+            if len(self.st.commands) > RECENT_EVENT_MESSAGES_MAX:
+                del self.st.commands[0]
 
 
 # --- where Codex keeps its rollouts (docs/formats.md §2) ---------------------------------------------

@@ -25,20 +25,16 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from aivault.errors import ParserStateError, UnitChanged
+from aivault.errors import UnitChanged
 from aivault.scanner.model import Message, ParseStats, Role, SessionInfo
+from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
 from aivault.scanner.parsers.jsonutil import (
-    LineParser,
     compact_json,
     count_reason,
     first_line_title,
     loads_line,
-    state_int,
-    state_str,
-    stats_from_state,
-    stats_to_state,
     to_epoch_ms,
 )
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
@@ -48,7 +44,6 @@ from aivault.scanner.spec import AgentSpec
 AGENT: Final = "goose"
 DB_NAME: Final = "sessions.db"
 LEGACY_SUFFIX: Final = ".jsonl"
-STATE_VERSION: Final = 1
 # Goose rewrites a session's newest rows (metadata of the last messages); these many are fingerprinted.
 SIGNATURE_TAIL: Final = 3
 BOOKKEEPING_CONTENT: Final = frozenset({"toolConfirmationRequest", "actionRequired", "conversationCompacted",
@@ -247,7 +242,24 @@ def read_unit(found: Found) -> Unit:
 
 
 # --- legacy JSONL ---------------------------------------------------------------------------------
-class GooseLineParser(LineParser):
+@dataclass(slots=True)
+class GooseState(ParserState):
+    """What a legacy Goose file's parser remembers between passes (stored with every batch)."""
+
+    VERSION: ClassVar[int] = 1
+    AGENT: ClassVar[str] = "goose"
+
+    title: str | None = stored_as("title")
+    cwd: str | None = stored_as("cwd")
+    first_user: str | None = stored_as("first_user")
+    started: int | None = stored_as("started")
+    updated: int | None = stored_as("updated")
+    count: int = stored_as("count", 0)
+    lines_seen: int = stored_as("seen", 0)
+    stats: ParseStats = stored_as("stats", factory=ParseStats)
+
+
+class GooseLineParser(LineParser[GooseState]):
     """A legacy ``<id>.jsonl``: the first line is the session's metadata, every later line a Message
     (``{id?, role, created, content: [...], metadata?}``); the file stem is the session id."""
 
@@ -257,47 +269,23 @@ class GooseLineParser(LineParser):
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.session_id = os.path.basename(path)[: -len(LEGACY_SUFFIX)] if path.endswith(LEGACY_SUFFIX) \
             else os.path.basename(path)
-        self.stats = ParseStats()
-        self._started = self._updated = None
-        self._count = 0
-        self._title: str | None = None
-        self._cwd: str | None = None
-        self._first_user: str | None = None
-        self._lines_seen = 0
-        if state is not None:
-            self._restore(state)
+        self.st = GooseState.load(state)
 
-    def state(self) -> dict[str, Any]:
-        return {"v": STATE_VERSION, "title": self._title, "cwd": self._cwd, "first_user": self._first_user,
-                "started": self._started, "updated": self._updated, "count": self._count,
-                "seen": self._lines_seen, "stats": stats_to_state(self.stats)}
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        if state.get("v") != STATE_VERSION:
-            raise ParserStateError("goose parser state of another version")
-        self._title = state_str(state, "title")
-        self._cwd = state_str(state, "cwd")
-        self._first_user = state_str(state, "first_user")
-        self._started = state_int(state, "started")
-        self._updated = state_int(state, "updated")
-        self._count = state_int(state, "count") or 0
-        self._lines_seen = state_int(state, "seen") or 0
-        self.stats = stats_from_state(state.get("stats"))
 
     @property
     def session(self) -> SessionInfo:
-        title = self._title or (first_line_title(self._first_user) if self._first_user else None)
-        return SessionInfo(agent=AGENT, session_id=self.session_id, title=title, cwd=self._cwd,
-                           started_at=self._started, updated_at=self._updated, message_count=self._count,
+        title = self.st.title or (first_line_title(self.st.first_user) if self.st.first_user else None)
+        return SessionInfo(agent=AGENT, session_id=self.session_id, title=title, cwd=self.st.cwd,
+                           started_at=self.st.started, updated_at=self.st.updated, message_count=self.st.count,
                            resume_command=resume_command(self.session_id))
 
     def feed(self, line: bytes) -> list[Message]:
-        self._lines_seen += 1
+        self.st.lines_seen += 1
         return super().feed(line)
 
     def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         if "role" not in obj and "content" not in obj:
-            if self._lines_seen == 1:
+            if self.st.lines_seen == 1:
                 self._metadata(obj)
             else:
                 count_reason(self.stats, "unknown_record", "metadata")
@@ -306,16 +294,16 @@ class GooseLineParser(LineParser):
         if role is None:
             return None
         msgs = content_messages(role, obj.get("content"), ms, _visible(obj.get("metadata")), self._skip)
-        if msgs and self._first_user is None and role == "user":
-            self._first_user = next((m.text for m in msgs if m.role == "user" and m.kind == "text"), None)
+        if msgs and self.st.first_user is None and role == "user":
+            self.st.first_user = next((m.text for m in msgs if m.role == "user" and m.kind == "text"), None)
         return msgs
 
     def _skip(self, reason: str, detail: str | None) -> None:
         count_reason(self.stats, reason, detail)
 
     def _metadata(self, obj: dict[str, Any]) -> None:
-        self._cwd = _text(obj.get("working_dir"))
-        self._title = _text(obj.get("name")) or _text(obj.get("description"))
+        self.st.cwd = _text(obj.get("working_dir"))
+        self.st.title = _text(obj.get("name")) or _text(obj.get("description"))
 
 
 # --- discovery and roots --------------------------------------------------------------------------

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
-from aivault.errors import ParserStateError
-from aivault.scanner.model import Message, ParseStats
+from aivault.scanner.model import ParseStats
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -131,94 +129,3 @@ def count_reason(stats: ParseStats, reason: str, detail: str | None = None) -> N
         if key not in extra and len(extra) >= EXTRA_KEYS_MAX:
             key = f"{reason}:other"
     extra[key] = extra.get(key, 0) + 1
-
-
-def state_str(state: dict[str, Any], key: str) -> str | None:
-    """``state[key]`` when it is a str or None; ParserStateError otherwise."""
-    value = state.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise ParserStateError(f"state field {key!r} is not a string")
-
-
-def state_int(state: dict[str, Any], key: str) -> int | None:
-    """``state[key]`` when it is an int or None; ParserStateError otherwise."""
-    value = state.get(key)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise ParserStateError(f"state field {key!r} is not an integer")
-
-
-def state_list(state: dict[str, Any], key: str) -> list[Any]:
-    """A copy of ``state[key]`` when it is a list (or missing); ParserStateError otherwise."""
-    value = state.get(key, [])
-    if isinstance(value, list | tuple):
-        return list(value)
-    raise ParserStateError(f"state field {key!r} is not a list")
-
-
-def stats_to_state(stats: ParseStats) -> list[Any]:
-    """ParseStats as a msgpack-friendly list, for a parser's ``state()``."""
-    return [stats.lines, stats.malformed, stats.skipped, dict(stats.extra)]
-
-
-def stats_from_state(value: object) -> ParseStats:
-    """The inverse of :func:`stats_to_state`; ParserStateError on anything else."""
-    if not isinstance(value, list | tuple) or len(value) != 4 or not isinstance(value[3], dict):
-        raise ParserStateError("state field 'stats' is malformed")
-    lines, malformed, skipped, extra = value
-    if not all(isinstance(n, int) for n in (lines, malformed, skipped, *extra.values())):
-        raise ParserStateError("state field 'stats' holds a non-integer counter")
-    return ParseStats(
-        lines=lines, malformed=malformed, skipped=skipped, extra={str(k): v for k, v in extra.items()}
-    )
-
-
-class LineParser(ABC):
-    """The line loop the JSONL parsers share: decode, dispatch, keep the session's counters.
-
-    A subclass sets ``stats``, ``_started``, ``_updated`` and ``_count`` (restored from its
-    state) and implements ``_record``: the messages of one decoded JSON object, or None when the
-    object has an unexpected shape (counted as malformed; nothing else of it is kept).
-    """
-
-    # Where a record's time is when it has no "timestamp" (some writers use another name).
-    fallback_time_key: ClassVar[str | None] = None
-    stats: ParseStats
-    _started: int | None
-    _updated: int | None
-    _count: int
-
-    def feed(self, line: bytes) -> list[Message]:
-        """Parse one line (without its newline) into zero or more Messages. Never raises."""
-        stats = self.stats
-        stats.lines += 1
-        obj = loads_line(line)
-        if type(obj) is not dict:
-            if obj is None and not line.strip():
-                stats.skipped += 1
-            else:
-                stats.malformed += 1
-            return []
-        ts = obj.get("timestamp")
-        if ts is None and self.fallback_time_key is not None:
-            ts = obj.get(self.fallback_time_key)
-        ms = to_epoch_ms(ts) if ts is not None else None
-        out = self._record(obj, ms)
-        if out is None:
-            stats.malformed += 1
-            return []
-        if ms is not None:
-            if self._started is None or ms < self._started:
-                self._started = ms
-            if self._updated is None or ms > self._updated:
-                self._updated = ms
-        if out:
-            self._count += len(out)
-        else:
-            stats.skipped += 1
-        return out
-
-    @abstractmethod
-    def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
-        """The messages of one JSON object (a transcript line), or None if it is malformed."""

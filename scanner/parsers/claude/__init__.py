@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from aivault.errors import ParserStateError
 from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
 from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
     IDE_WRAPPER,
@@ -29,23 +30,10 @@ from aivault.scanner.parsers.claude.records import (
     uuid_hash,
     uuids_of,
 )
-from aivault.scanner.parsers.jsonutil import (
-    LineParser,
-    compact_json,
-    count_reason,
-    first_line_title,
-    state_int,
-    state_list,
-    state_str,
-    stats_from_state,
-    stats_to_state,
-    to_epoch_ms,
-)
+from aivault.scanner.parsers.jsonutil import compact_json, count_reason, first_line_title, to_epoch_ms
 from aivault.scanner.sources import Mode, Root
 from aivault.scanner.spec import AgentSpec, file_discovery
 
-# 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
-STATE_VERSION = 2
 # Summaries may precede the line their leafUuid names; older ones are dropped first.
 PENDING_SUMMARIES_MAX = 20
 # Summaries written after their leaf usually point at the last lines of the conversation, so a
@@ -57,7 +45,41 @@ BLOCK_HASHES_MAX = 256
 SUMMARY_TITLE_MAX_CHARS = 120
 
 
-class ClaudeParser(LineParser):
+@dataclass(slots=True)
+class ClaudeState(ParserState):
+    """What a Claude Code parser remembers between passes (stored with every batch)."""
+
+    # 2: files indexed by version 1 are read again, to pick up the record shapes it dropped.
+    VERSION: ClassVar[int] = 2
+    AGENT: ClassVar[str] = "claude"
+
+    first_sid: str | None = stored_as("sid")
+    # The parent of a subagent: its lines carry the parent's sessionId (real 2.1 files), some
+    # captures carry "agent-<id>" instead, hence the separate field.
+    parent_sid: str | None = stored_as("parent")
+    decided: bool = stored_as("decided", False)
+    agent_id: str | None = stored_as("agent_id")
+    cwd: str | None = stored_as("cwd")
+    branch: str | None = stored_as("branch")
+    started: int | None = stored_as("t0")
+    updated: int | None = stored_as("t1")
+    count: int = stored_as("n", 0)
+    custom_title: str | None = stored_as("custom")
+    ai_title: str | None = stored_as("ai")
+    summary_title: str | None = stored_as("summary")
+    first_user: str | None = stored_as("first_user")
+    pending: list[tuple[str, str]] = stored_as("pending", factory=list)  # (leafUuid, summary)
+    recent_uuids: list[int] = stored_as("uuids", factory=list)
+    msg_id: str | None = stored_as("msg_id")
+    block_hashes: list[int] = stored_as("hashes", factory=list)
+    # A background session (sessionKind "bg") starts with a copy of the conversation it was
+    # forked from; while its records are that sibling's, they are not indexed again.
+    bg_checked: bool = stored_as("bg_checked", False)
+    bg_sibling: str | None = stored_as("bg_sibling")
+    stats: ParseStats = stored_as("stats", factory=ParseStats)
+
+
+class ClaudeParser(LineParser[ClaudeState]):
     """Turns the lines of one Claude Code transcript into Messages (see scanner.model.Parser)."""
 
     agent = "claude"
@@ -76,118 +98,36 @@ class ClaudeParser(LineParser):
                 self._path_parent = os.path.basename(os.path.dirname(directory)) or None
             self._agent_type = read_agent_type(path)
 
-        self.stats = ParseStats()
-        self._first_sid: str | None = None
-        # The parent of a subagent: its lines carry the parent's sessionId (real 2.1 files), some
-        # captures carry "agent-<id>" instead, hence the separate field.
-        self._parent_sid: str | None = None
-        self._decided = self._path_agent_id is not None
-        self._agent_id: str | None = self._path_agent_id
-        self._cwd: str | None = None
-        self._branch: str | None = None
-        self._started: int | None = None
-        self._updated: int | None = None
-        self._count = 0
-        self._custom_title: str | None = None
-        self._ai_title: str | None = None
-        self._summary_title: str | None = None
-        self._first_user: str | None = None
-        self._pending: list[list[str]] = []  # [leafUuid, summary]
-        self._recent_uuids: list[int] = []
-        self._msg_id: str | None = None
-        self._block_hashes: list[int] = []
         self._resume_key: tuple[str | None, str | None] = (None, None)
         self._resume_cache: str | None = None
-        # A background session (sessionKind "bg") starts with a copy of the conversation it was
-        # forked from; while its records are that sibling's, they are not indexed again.
-        self._bg_checked = False
-        self._bg_sibling: str | None = None
-        self._bg_uuids: set[str] | None = None
-        if state is not None:
-            self._restore(state)
-
-    # -- state ------------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
-        return {
-            "v": STATE_VERSION,
-            "sid": self._first_sid,
-            "parent": self._parent_sid,
-            "decided": self._decided,
-            "agent_id": self._agent_id,
-            "cwd": self._cwd,
-            "branch": self._branch,
-            "t0": self._started,
-            "t1": self._updated,
-            "n": self._count,
-            "custom": self._custom_title,
-            "ai": self._ai_title,
-            "summary": self._summary_title,
-            "first_user": self._first_user,
-            "pending": [list(p) for p in self._pending],
-            "uuids": list(self._recent_uuids),
-            "msg_id": self._msg_id,
-            "hashes": list(self._block_hashes),
-            "bg_checked": self._bg_checked,
-            "bg_sibling": self._bg_sibling,
-            "stats": stats_to_state(self.stats),
-        }
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
-            raise ParserStateError("not a claude parser state of this version")
-        self._first_sid = state_str(state, "sid")
-        self._parent_sid = state_str(state, "parent")
-        self._decided = bool(state.get("decided")) or self._path_agent_id is not None
-        self._agent_id = self._path_agent_id or state_str(state, "agent_id")
-        self._cwd = state_str(state, "cwd")
-        self._branch = state_str(state, "branch")
-        self._started = state_int(state, "t0")
-        self._updated = state_int(state, "t1")
-        self._count = state_int(state, "n") or 0
-        self._custom_title = state_str(state, "custom")
-        self._ai_title = state_str(state, "ai")
-        self._summary_title = state_str(state, "summary")
-        self._first_user = state_str(state, "first_user")
-        pending = state_list(state, "pending")
-        if not all(
-            isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
-            for p in pending
-        ):
-            raise ParserStateError("state field 'pending' is malformed")
-        self._pending = [list(p) for p in pending]
-        self._recent_uuids = state_list(state, "uuids")
-        self._msg_id = state_str(state, "msg_id")
-        self._block_hashes = state_list(state, "hashes")
-        if not all(isinstance(h, int) for h in (*self._recent_uuids, *self._block_hashes)):
-            raise ParserStateError("state hash lists hold non-integers")
-        self._bg_checked = bool(state.get("bg_checked"))
-        self._bg_sibling = state_str(state, "bg_sibling")
-        self.stats = stats_from_state(state.get("stats"))
+        self._bg_uuids: set[str] | None = None  # the copied sibling's uuids (a background session)
+        self.st = ClaudeState.load(state)
+        if self._path_agent_id is not None:  # the file name says whose subagent this is
+            self.st.decided = True
+            self.st.agent_id = self._path_agent_id
 
     # -- session ----------------------------------------------------------------------------
 
     @property
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
-        if self._agent_id is not None:
-            session_id = "agent-" + self._agent_id
-            parent = self._parent_sid or self._path_parent
+        if self.st.agent_id is not None:
+            session_id = "agent-" + self.st.agent_id
+            parent = self.st.parent_sid or self._path_parent
             resume_target = parent
         else:
-            session_id = self._first_sid or self._stem
+            session_id = self.st.first_sid or self._stem
             parent = None
             resume_target = session_id
         return SessionInfo(
             agent=self.agent,
             session_id=session_id,
             title=self._title(),
-            cwd=self._cwd,
-            branch=self._branch,
-            started_at=self._started,
-            updated_at=self._updated,
-            message_count=self._count,
+            cwd=self.st.cwd,
+            branch=self.st.branch,
+            started_at=self.st.started,
+            updated_at=self.st.updated,
+            message_count=self.st.count,
             resume_command=self._resume_command(resume_target),
             parent_session_id=parent,
         )
@@ -195,27 +135,27 @@ class ClaudeParser(LineParser):
     def _resume_command(self, target: str | None) -> str | None:
         # The scanner reads ``session`` after every line; quoting is the costly part, so the
         # command is rebuilt only when its inputs change.
-        key = (target, self._cwd)
+        key = (target, self.st.cwd)
         if key != self._resume_key:
             self._resume_key = key
             command = None
             if target:
                 command = "claude --resume " + shlex.quote(target)
-                if self._cwd:
+                if self.st.cwd:
                     # Claude looks sessions up per project directory.
-                    command = f"cd {shlex.quote(self._cwd)} && {command}"
+                    command = f"cd {shlex.quote(self.st.cwd)} && {command}"
             self._resume_cache = command
         return self._resume_cache
 
     def _title(self) -> str | None:
-        title = self._custom_title or self._ai_title or self._summary_title
-        if title or self._first_user is None:
+        title = self.st.custom_title or self.st.ai_title or self.st.summary_title
+        if title or self.st.first_user is None:
             return title
-        if self._agent_id is None:
-            return self._first_user
+        if self.st.agent_id is None:
+            return self.st.first_user
         if self._agent_type:
-            return f"subagent ({self._agent_type}): {self._first_user}"
-        return SUBAGENT_TITLE_PREFIX + self._first_user
+            return f"subagent ({self._agent_type}): {self.st.first_user}"
+        return SUBAGENT_TITLE_PREFIX + self.st.first_user
 
     # -- lines ------------------------------------------------------------------------------
 
@@ -231,19 +171,19 @@ class ClaudeParser(LineParser):
         """Whether this record of a background copy is still the replayed prefix (its uuid is in the
         sibling transcript it was copied from); the first record that is not ends the prefix."""
         uuid = obj.get("uuid")
-        if not self._bg_checked:
+        if not self.st.bg_checked:
             if obj.get("type") not in ("user", "assistant"):
                 return False
-            self._bg_checked = True
+            self.st.bg_checked = True
             if obj.get("sessionKind") == "bg" and isinstance(uuid, str):
-                self._bg_sibling = find_copied_sibling(self.path, uuid)
-        if self._bg_sibling is None or not isinstance(uuid, str):
+                self.st.bg_sibling = find_copied_sibling(self.path, uuid)
+        if self.st.bg_sibling is None or not isinstance(uuid, str):
             return False
         if self._bg_uuids is None:
-            self._bg_uuids = uuids_of(self._bg_sibling)
+            self._bg_uuids = uuids_of(self.st.bg_sibling)
         if uuid in self._bg_uuids:
             return True
-        self._bg_sibling, self._bg_uuids = None, None  # past the copy: this session's own records
+        self.st.bg_sibling, self._bg_uuids = None, None  # past the copy: this session's own records
         return False
 
     def _record_messages(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
@@ -266,9 +206,9 @@ class ClaudeParser(LineParser):
             if rtype == "attachment":
                 out = self._attachment(obj, ms)
             elif rtype == "custom-title":
-                self._custom_title = clean_title(obj.get("customTitle")) or self._custom_title
+                self.st.custom_title = clean_title(obj.get("customTitle")) or self.st.custom_title
             elif rtype == "ai-title":
-                self._ai_title = clean_title(obj.get("aiTitle")) or self._ai_title
+                self.st.ai_title = clean_title(obj.get("aiTitle")) or self.st.ai_title
             elif rtype not in BOOKKEEPING_TYPES:
                 count_reason(self.stats, "unknown_record", rtype)
         if out is None:
@@ -281,41 +221,41 @@ class ClaudeParser(LineParser):
             self._note_uuid(uuid)
         sid = obj.get("sessionId")
         if isinstance(sid, str) and sid:
-            if self._first_sid is None:
-                self._first_sid = sid
-            if self._parent_sid is None and not sid.startswith("agent-"):
-                self._parent_sid = sid
+            if self.st.first_sid is None:
+                self.st.first_sid = sid
+            if self.st.parent_sid is None and not sid.startswith("agent-"):
+                self.st.parent_sid = sid
         cwd = obj.get("relocatedCwd") if rtype == "relocated" else obj.get("cwd")
         if isinstance(cwd, str) and cwd:
-            self._cwd = cwd
+            self.st.cwd = cwd
         branch = obj.get("gitBranch")
         if isinstance(branch, str) and branch:
-            self._branch = branch
+            self.st.branch = branch
         return out
 
     def _decide_subagent(self, obj: dict[str, Any]) -> None:
         # Only the first conversational line may turn a file into a subagent transcript: a main
         # session never changes identity half-way through.
-        if self._decided:
+        if self.st.decided:
             return
-        self._decided = True
+        self.st.decided = True
         agent_id = obj.get("agentId")
         if obj.get("isSidechain") is True and isinstance(agent_id, str) and agent_id:
-            self._agent_id = agent_id
+            self.st.agent_id = agent_id
 
     def _note_uuid(self, uuid: str) -> None:
-        recent = self._recent_uuids
+        recent = self.st.recent_uuids
         recent.append(uuid_hash(uuid))
         if len(recent) > 2 * RECENT_UUIDS_MAX:
             del recent[:-RECENT_UUIDS_MAX]
-        if self._pending:
+        if self.st.pending:
             kept = []
-            for leaf, summary in self._pending:
+            for leaf, summary in self.st.pending:
                 if leaf == uuid:
-                    self._summary_title = summary
+                    self.st.summary_title = summary
                 else:
-                    kept.append([leaf, summary])
-            self._pending = kept
+                    kept.append((leaf, summary))
+            self.st.pending = kept
 
     def _summary(self, obj: dict[str, Any], ms: int | None) -> list[Message]:
         """A summary record: a title candidate, and for the compaction shape also a message.
@@ -340,20 +280,20 @@ class ClaudeParser(LineParser):
         if isinstance(sid, str) and sid:
             # The summary says whose it is: trusted for this session only. The first sessionId
             # of the file is this session's id, and this line may be the one that sets it.
-            if self._first_sid is None or sid == self._first_sid:
-                self._summary_title = title
+            if self.st.first_sid is None or sid == self.st.first_sid:
+                self.st.summary_title = title
             return out
         # Otherwise the leaf tells: a summary of a conversation whose last line is not in this
         # file describes another session (docs/formats.md §1).
         leaf = obj.get("leafUuid")
         if not isinstance(leaf, str):
             return out
-        if uuid_hash(leaf) in self._recent_uuids:
-            self._summary_title = title
+        if uuid_hash(leaf) in self.st.recent_uuids:
+            self.st.summary_title = title
             return out
-        self._pending.append([leaf, title])
-        if len(self._pending) > PENDING_SUMMARIES_MAX:
-            del self._pending[0]
+        self.st.pending.append((leaf, title))
+        if len(self.st.pending) > PENDING_SUMMARIES_MAX:
+            del self.st.pending[0]
         return out
 
     def _bare_tool_record(self, rtype: str, obj: dict[str, Any], ms: int | None) -> list[Message]:
@@ -397,8 +337,8 @@ class ClaudeParser(LineParser):
         text = IDE_WRAPPER.sub("", text)
         if not text or text.isspace() or is_injected(text):
             return
-        if self._first_user is None:
-            self._first_user = first_line_title(text)
+        if self.st.first_user is None:
+            self.st.first_user = first_line_title(text)
         out.append(Message("user", "text", text, ms))
 
     def _user(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
@@ -445,9 +385,9 @@ class ClaudeParser(LineParser):
         msg_id = msg.get("id")
         if not isinstance(msg_id, str) or not msg_id:
             msg_id = None
-        elif msg_id != self._msg_id:
-            self._msg_id = msg_id
-            self._block_hashes = []
+        elif msg_id != self.st.msg_id:
+            self.st.msg_id = msg_id
+            self.st.block_hashes = []
         out: list[Message] = []
         for block in content:
             if type(block) is not dict:
@@ -478,12 +418,12 @@ class ClaudeParser(LineParser):
                 continue
             if msg_id is not None:
                 digest = block_hash(kind, block_id, text)
-                if digest in self._block_hashes:
+                if digest in self.st.block_hashes:
                     extra = self.stats.extra
                     extra["duplicate_blocks"] = extra.get("duplicate_blocks", 0) + 1
                     continue
-                if len(self._block_hashes) < BLOCK_HASHES_MAX:
-                    self._block_hashes.append(digest)
+                if len(self.st.block_hashes) < BLOCK_HASHES_MAX:
+                    self.st.block_hashes.append(digest)
             out.append(Message("assistant", kind, text, ms))
         return out
 

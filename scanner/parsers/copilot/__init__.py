@@ -15,13 +15,15 @@ import re
 import shlex
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
-from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
+from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
 from aivault.scanner.parsers.copilot.workspace import (
     HISTORY_STATE,
     SESSION_STATE,
@@ -31,16 +33,10 @@ from aivault.scanner.parsers.copilot.workspace import (
     workspace_title,
 )
 from aivault.scanner.parsers.jsonutil import (
-    LineParser,
     compact_json,
     count_reason,
     first_line_title,
     loads_line,
-    state_int,
-    state_list,
-    state_str,
-    stats_from_state,
-    stats_to_state,
     to_epoch_ms,
 )
 from aivault.scanner.sources import Found, Mode, Root, Unit, count_skip, file_signature, signature
@@ -48,7 +44,6 @@ from aivault.scanner.spec import AgentSpec, file_discovery
 
 __all__ = ["SPEC", "CopilotParser", "default_roots", "read_history_unit", "side_titles", "workspace_fields"]
 
-STATE_VERSION = 1
 # Tool calls are announced twice (assistant.message toolRequests, then tool.execution_start, or the
 # other way round); the ids of recent calls tell the second announcement apart. A turn rarely
 # holds more than a few dozen calls.
@@ -177,7 +172,26 @@ def _session_id_from_path(path: str) -> tuple[str, str | None]:
     return stem, None
 
 
-class CopilotParser(LineParser):
+@dataclass(slots=True)
+class CopilotState(ParserState):
+    """What a Copilot parser remembers between passes (stored with every batch)."""
+
+    VERSION: ClassVar[int] = 1
+    AGENT: ClassVar[str] = "copilot"
+
+    sid: str | None = stored_as("sid")
+    cwd: str | None = stored_as("cwd")
+    branch: str | None = stored_as("branch")
+    started: int | None = stored_as("t0")
+    updated: int | None = stored_as("t1")
+    count: int = stored_as("n", 0)
+    first_user: str | None = stored_as("first_user")
+    calls: list[int] = stored_as("calls", factory=list)
+    reasoning: list[int] = stored_as("reasoning", factory=list)
+    stats: ParseStats = stored_as("stats", factory=ParseStats)
+
+
+class CopilotParser(LineParser[CopilotState]):
     """Turns the events of one Copilot CLI session log into Messages (see scanner.model.Parser)."""
 
     agent = "copilot"
@@ -192,68 +206,23 @@ class CopilotParser(LineParser):
         self._yaml_cwd = fields.get("cwd") if _is_abs_path(fields.get("cwd")) else None
         self._yaml_branch = fields.get("branch") or None
 
-        self.stats = ParseStats()
-        self._sid: str | None = None
-        self._cwd: str | None = None
-        self._branch: str | None = None
-        self._started: int | None = None
-        self._updated: int | None = None
-        self._count = 0
-        self._first_user: str | None = None
-        self._calls: list[int] = []
-        self._reasoning: list[int] = []
-        if state is not None:
-            self._restore(state)
-
-    # -- state ------------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
-        return {
-            "v": STATE_VERSION,
-            "sid": self._sid,
-            "cwd": self._cwd,
-            "branch": self._branch,
-            "t0": self._started,
-            "t1": self._updated,
-            "n": self._count,
-            "first_user": self._first_user,
-            "calls": list(self._calls),
-            "reasoning": list(self._reasoning),
-            "stats": stats_to_state(self.stats),
-        }
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
-            raise ParserStateError("not a copilot parser state of this version")
-        self._sid = state_str(state, "sid")
-        self._cwd = state_str(state, "cwd")
-        self._branch = state_str(state, "branch")
-        self._started = state_int(state, "t0")
-        self._updated = state_int(state, "t1")
-        self._count = state_int(state, "n") or 0
-        self._first_user = state_str(state, "first_user")
-        self._calls = state_list(state, "calls")
-        self._reasoning = state_list(state, "reasoning")
-        if not all(isinstance(h, int) for h in (*self._calls, *self._reasoning)):
-            raise ParserStateError("state hash lists hold non-integers")
-        self.stats = stats_from_state(state.get("stats"))
+        self.st = CopilotState.load(state)
 
     # -- session ----------------------------------------------------------------------------
 
     @property
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
-        session_id = self._sid or self._file_id
+        session_id = self.st.sid or self._file_id
         return SessionInfo(
             agent=self.agent,
             session_id=session_id,
-            title=self._yaml_title or self._first_user,
-            cwd=self._cwd or self._yaml_cwd,
-            branch=self._branch or self._yaml_branch,
-            started_at=self._started,
-            updated_at=self._updated,
-            message_count=self._count,
+            title=self._yaml_title or self.st.first_user,
+            cwd=self.st.cwd or self._yaml_cwd,
+            branch=self.st.branch or self._yaml_branch,
+            started_at=self.st.started,
+            updated_at=self.st.updated,
+            message_count=self.st.count,
             resume_command=resume_command(session_id),
         )
 
@@ -292,18 +261,18 @@ class CopilotParser(LineParser):
 
     def _context(self, data: dict[str, Any], *, first: bool) -> None:
         sid = data.get("sessionId")
-        if first and self._sid is None and isinstance(sid, str) and sid:
-            self._sid = sid
+        if first and self.st.sid is None and isinstance(sid, str) and sid:
+            self.st.sid = sid
         context = data.get("context")
         if type(context) is not dict:
             return
         # A resumed session may run from another directory or branch: the latest one is kept.
         cwd = context.get("cwd")
         if _is_abs_path(cwd):
-            self._cwd = cwd
+            self.st.cwd = cwd
         branch = context.get("branch")
         if isinstance(branch, str) and branch:
-            self._branch = branch
+            self.st.branch = branch
 
     def _user(self, data: dict[str, Any], ms: int | None) -> list[Message]:
         content = data.get("content")
@@ -312,8 +281,8 @@ class CopilotParser(LineParser):
         if is_skill_message(data, content):
             count_reason(self.stats, "skill_context")
             return []
-        if self._first_user is None:
-            self._first_user = first_line_title(content)
+        if self.st.first_user is None:
+            self.st.first_user = first_line_title(content)
         return [Message("user", "text", content, ms)]
 
     def _assistant(self, data: dict[str, Any], ms: int | None) -> list[Message]:
@@ -333,23 +302,23 @@ class CopilotParser(LineParser):
         if not isinstance(text, str) or not text.strip():
             return []
         digest = _text_hash(text)
-        if digest in self._reasoning:
+        if digest in self.st.reasoning:
             count_reason(self.stats, "duplicate_reasoning")
             return []
-        self._reasoning.append(digest)
-        if len(self._reasoning) > RECENT_REASONING_MAX:
-            del self._reasoning[0]
+        self.st.reasoning.append(digest)
+        if len(self.st.reasoning) > RECENT_REASONING_MAX:
+            del self.st.reasoning[0]
         return [Message("assistant", "thinking", text, ms)]
 
     def _tool_call(self, call_id: object, name: object, arguments: object, ms: int | None) -> list[Message]:
         if isinstance(call_id, str) and call_id:
             digest = _call_hash(call_id)
-            if digest in self._calls:
+            if digest in self.st.calls:
                 count_reason(self.stats, "duplicate_tool_call")
                 return []
-            self._calls.append(digest)
-            if len(self._calls) > RECENT_CALLS_MAX:
-                del self._calls[0]
+            self.st.calls.append(digest)
+            if len(self.st.calls) > RECENT_CALLS_MAX:
+                del self.st.calls[0]
         return [Message("assistant", "tool_call", _tool_call_text(name, arguments), ms)]
 
     def _tool_result(self, data: dict[str, Any], ms: int | None) -> list[Message]:

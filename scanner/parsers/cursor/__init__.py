@@ -14,10 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
+from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
+from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
 from aivault.scanner.parsers.cursor import store
 from aivault.scanner.parsers.cursor.discovery import (
     Location,
@@ -30,21 +32,15 @@ from aivault.scanner.parsers.cursor.discovery import (
 from aivault.scanner.parsers.cursor.store import INDEX, ChatMeta, chat_meta
 from aivault.scanner.parsers.cursor.text import blocks_text, parse_txt, tool_call_text, user_messages
 from aivault.scanner.parsers.jsonutil import (
-    LineParser,
     count_reason,
     first_line_title,
     loads_line,
-    state_int,
-    state_str,
-    stats_from_state,
-    stats_to_state,
 )
 from aivault.scanner.sources import Found, Unit, file_signature, signature
 from aivault.scanner.spec import AgentSpec
 
 __all__ = ["SPEC", "CursorParser", "default_roots", "locate", "read_unit", "side_titles"]
 
-STATE_VERSION = 1
 BOOKKEEPING_TYPES = frozenset({"turn_ended"})
 SUBAGENT_TITLE_PREFIX = "subagent: "
 # Old .txt transcripts are read whole; they are not written any more, so a large one stays large.
@@ -144,7 +140,21 @@ class ChatContext:
                            parent_session_id=self.parent_id)
 
 
-class CursorParser(LineParser):
+@dataclass(slots=True)
+class CursorState(ParserState):
+    """What a Cursor parser remembers between passes (stored with every batch)."""
+
+    VERSION: ClassVar[int] = 1
+    AGENT: ClassVar[str] = "cursor"
+
+    started: int | None = stored_as("t0")  # from <timestamp> tags only: lines carry no time
+    updated: int | None = stored_as("t1")
+    count: int = stored_as("n", 0)
+    first_user: str | None = stored_as("first_user")
+    stats: ParseStats = stored_as("stats", factory=ParseStats)
+
+
+class CursorParser(LineParser[CursorState]):
     """Turns the lines of one agent-transcripts JSONL into Messages (see scanner.model.Parser)."""
 
     agent = "cursor"
@@ -152,32 +162,13 @@ class CursorParser(LineParser):
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.path = path
         self._ctx = ChatContext(path)  # once per read of the file: the store lookups are cached
-        self.stats = ParseStats()
-        self._started: int | None = None  # from <timestamp> tags only: lines carry no time
-        self._updated: int | None = None
-        self._count = 0
-        self._first_user: str | None = None
-        if state is not None:
-            self._restore(state)
+        self.st = CursorState.load(state)
 
-    def state(self) -> dict[str, Any]:
-        """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
-        return {"v": STATE_VERSION, "t0": self._started, "t1": self._updated, "n": self._count,
-                "first_user": self._first_user, "stats": stats_to_state(self.stats)}
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("v") != STATE_VERSION:
-            raise ParserStateError("not a cursor parser state of this version")
-        self._started = state_int(state, "t0")
-        self._updated = state_int(state, "t1")
-        self._count = state_int(state, "n") or 0
-        self._first_user = state_str(state, "first_user")
-        self.stats = stats_from_state(state.get("stats"))
 
     @property
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
-        return self._ctx.session(self._count, self._started, self._updated, self._first_user)
+        return self._ctx.session(self.st.count, self.st.started, self.st.updated, self.st.first_user)
 
     def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         role = obj.get("role")
@@ -212,11 +203,11 @@ class CursorParser(LineParser):
             if role == "user":
                 messages, speech, ts = user_messages(text, None)
                 out += messages
-                if speech is not None and self._first_user is None:
-                    self._first_user = first_line_title(speech)
+                if speech is not None and self.st.first_user is None:
+                    self.st.first_user = first_line_title(speech)
                 if ts is not None:
-                    self._started = ts if self._started is None else min(self._started, ts)
-                    self._updated = ts if self._updated is None else max(self._updated, ts)
+                    self.st.started = ts if self.st.started is None else min(self.st.started, ts)
+                    self.st.updated = ts if self.st.updated is None else max(self.st.updated, ts)
             elif text.strip() and role == "tool":
                 out.append(Message("tool", "tool_result", text, None))
             elif text.strip():
