@@ -55,7 +55,7 @@ class ParseStats:
     skipped: int = 0  # well-formed bookkeeping records that are not messages
     # Named counters: duplicates dropped ("duplicate_blocks", "duplicate_stream") and skipped
     # records by reason ("unknown_record:<type>", "unknown_item:<type>", "unparsed_record:<type>"),
-    # a bounded key set (scanner.parsers.jsonutil.count_reason).
+    # a bounded key set (scanner.parsers.base.count_skip).
     extra: dict[str, int] = field(default_factory=dict)
 
 

@@ -90,10 +90,6 @@ def file_signature(path: str) -> int | None:
     return signature(st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def count_skip(skips: dict[str, int], reason: str) -> None:
-    skips[reason] = skips.get(reason, 0) + 1
-
-
 # --- walking a root -------------------------------------------------------------------------------
 # Deep enough for Codex's YYYY/MM/DD, Claude's project/session/subagents/workflows, Cursor's nested
 # transcripts; bounded so a symlink loop or a huge unrelated tree cannot keep a pass busy.

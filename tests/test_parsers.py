@@ -12,9 +12,11 @@ import pytest
 
 from aivault.errors import ParserStateError
 from aivault.scanner.model import KINDS, ROLES, Message, SessionInfo
+from aivault.scanner.parsers.base import EXTRA_KEYS_MAX
 from aivault.scanner.parsers.claude import ClaudeParser
 from aivault.scanner.parsers.codex import CodexParser, read_session_index
-from aivault.scanner.parsers.jsonutil import EXTRA_KEYS_MAX, compact_json, first_line_title, loads_line, to_epoch_ms
+from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
 from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
 AnyParser = ClaudeParser | CodexParser

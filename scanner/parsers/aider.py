@@ -22,8 +22,9 @@ from pathlib import Path
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.reader import BLOCK_BYTES, HEAD_BYTES, MAX_LINE_BYTES
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, count_skip, head_fingerprint, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, head_fingerprint, signature
 from aivault.scanner.spec import AgentSpec
 
 HISTORY_NAME = ".aider.chat.history.md"

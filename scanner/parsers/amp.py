@@ -16,14 +16,15 @@ from urllib.parse import unquote, urlparse
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, SessionInfo
-from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
 from aivault.scanner.sources import (
     Found,
     Mode,
     Root,
     RootProblem,
     Unit,
-    count_skip,
     file_signature,
     signature,
     walk_changed,

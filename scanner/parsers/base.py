@@ -23,6 +23,26 @@ from aivault.scanner.model import Message, ParseStats
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 
 _WIRE = "wire"  # the field metadata naming a state field's stored key
+# Skip counters travel in every saved parser state and unit (ParseStats.extra, Unit.skips), and their
+# keys partly come from the file (a record type nobody knows yet): cap how many distinct keys and
+# how long a key may get.
+EXTRA_KEYS_MAX = 24
+REASON_DETAIL_MAX_CHARS = 40
+
+
+def count_skip(skips: dict[str, int], reason: str, detail: str | None = None, n: int = 1) -> None:
+    """Count ``n`` records skipped for ``reason``, or under ``"reason:detail"``, in ``skips`` (a
+    unit's skips or a parser's ``stats.extra``).
+
+    Once EXTRA_KEYS_MAX distinct keys exist, a new detail is counted under ``"reason:other"``,
+    so a file full of made-up record types cannot grow the state without bound.
+    """
+    key = reason
+    if detail is not None:
+        key = f"{reason}:{detail[:REASON_DETAIL_MAX_CHARS]}"
+        if key not in skips and len(skips) >= EXTRA_KEYS_MAX:
+            key = f"{reason}:other"
+    skips[key] = skips.get(key, 0) + n
 
 
 def stored_as(key: str, default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:

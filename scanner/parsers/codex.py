@@ -11,7 +11,6 @@ import functools
 import os
 import re
 import shlex
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +19,9 @@ from typing import Any, ClassVar
 import orjson
 
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
-from aivault.scanner.parsers.jsonutil import (
-    compact_json,
-    count_reason,
-    first_line_title,
-    loads_line,
-    to_epoch_ms,
-)
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
+from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title, opens_with, sized_hash, text_crc
 from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
 
@@ -80,14 +74,6 @@ _ROLLOUT_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
 
 # Stream-dedupe keys: which of the duplicated message kinds a text belongs to.
 _USER, _ASSISTANT, _THINKING = 0, 1, 2
-
-
-def is_injected(text: str) -> bool:
-    """True when a Codex "user" message is injected context rather than something the user typed."""
-    head = text[:128]
-    if head[:1].isspace():
-        head = head.lstrip()
-    return head.startswith(INJECTED_PREFIXES)
 
 
 def read_session_index(data: bytes) -> dict[str, str]:
@@ -159,8 +145,8 @@ def read_thread_names(db: str) -> dict[str, str]:
 
 
 def _text_hash(code: int, text: str) -> int:
-    data = text.encode("utf-8", "surrogatepass")
-    return zlib.crc32(data) | (len(data) << 32) | (code << 62)
+    """A message of the event stream, told apart by its kind (user, assistant, thinking) as well."""
+    return sized_hash(text) | (code << 62)
 
 
 def _content_text(content: object) -> str:
@@ -362,7 +348,7 @@ class CodexParser(LineParser[CodexState]):
             else:
                 out = []
                 if rtype not in BOOKKEEPING_RECORD_TYPES:
-                    count_reason(self.stats, "unknown_record", rtype)
+                    count_skip(self.stats.extra, "unknown_record", rtype)
         elif "record_type" in obj:
             out = []
         elif isinstance(rtype, str) and rtype in RESPONSE_ITEM_TYPES:
@@ -442,7 +428,7 @@ class CodexParser(LineParser[CodexState]):
             if not text or text.isspace():
                 return []
             if role == "user":
-                if is_injected(text):
+                if opens_with(text, INJECTED_PREFIXES):
                     return []
                 if self._seen_in_events(_USER, text):
                     self._count_duplicate()
@@ -481,7 +467,7 @@ class CodexParser(LineParser[CodexState]):
             output = _output_text(payload["output"] if "output" in payload else payload.get("result"))
             return [Message("tool", "tool_result", output, ms)] if output else []
         if ptype not in BOOKKEEPING_ITEM_TYPES:
-            count_reason(self.stats, "unknown_item", ptype if isinstance(ptype, str) else "(none)")
+            count_skip(self.stats.extra, "unknown_item", ptype if isinstance(ptype, str) else "(none)")
         return []
 
     def _reasoning(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
@@ -529,7 +515,7 @@ class CodexParser(LineParser[CodexState]):
         if not isinstance(text, str) or not text or text.isspace():
             return []
         if etype == "user_message":
-            if is_injected(text):
+            if opens_with(text, INJECTED_PREFIXES):
                 return []
             code = _USER
             message = Message("user", "text", text, ms)
@@ -569,7 +555,7 @@ class CodexParser(LineParser[CodexState]):
                 command = " ".join(str(c) for c in command)
             if not isinstance(command, str) or not command:
                 return []
-            digest = zlib.crc32(command.encode("utf-8", "surrogatepass"))
+            digest = text_crc(command)
             if digest in self.st.commands:
                 self._count_duplicate()
                 return []
@@ -587,7 +573,7 @@ class CodexParser(LineParser[CodexState]):
             paths = [c.get("path") for c in changes if type(c) is dict and isinstance(c.get("path"), str)] \
                 if isinstance(changes, list) else []
             return [Message("assistant", "tool_call", "apply_patch " + compact_json(paths), ms)] if paths else []
-        count_reason(self.stats, "unknown_item", itype or "item_completed")
+        count_skip(self.stats.extra, "unknown_item", itype or "item_completed")
         return []
 
     def _note_command(self, args: str) -> None:
@@ -600,7 +586,7 @@ class CodexParser(LineParser[CodexState]):
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if isinstance(command, str) and command:
-            self.st.commands.append(zlib.crc32(command.encode("utf-8", "surrogatepass")))
+            self.st.commands.append(text_crc(command))
             if len(self.st.commands) > RECENT_EVENT_MESSAGES_MAX:
                 del self.st.commands[0]
 

@@ -26,9 +26,11 @@ from typing import Any, Final
 
 from aivault.errors import UnitChanged
 from aivault.scanner.model import Message, Role, SessionInfo
-from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, loads_line, to_epoch_ms
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
+from aivault.scanner.parsers.textutil import first_line_title, nonblank
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
 
 AGENT: Final = "crush"
@@ -98,17 +100,12 @@ def _list(con: sqlite3.Connection) -> Iterator[ListedSession]:
 
 
 # --- messages -------------------------------------------------------------------------------------
-def _obj(value: object) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (a field of an unexpected shape)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _part_messages(out: list[Message], skips: dict[str, int], role: Role, part: object, ts: int | None) -> None:
     if not isinstance(part, dict):
         count_skip(skips, "malformed-record")
         return
     ptype = part.get("type")
-    data = _obj(part.get("data"))
+    data = as_object(part.get("data"))
     if ptype == "text":
         text = data.get("text")
         if isinstance(text, str) and text.strip():
@@ -183,22 +180,18 @@ def read_unit(found: Found) -> Unit:
             _part_messages(out, skips, role, part, ts)
         if role == "user" and first_user is None:
             first_user = next((m.text for m in out[before:] if m.kind == "text"), None)
-    cwd = _text(row[8]) or project
-    title = _text(row[3])
+    cwd = nonblank(row[8]) or project
+    title = nonblank(row[3])
     if title is None or title in PLACEHOLDER_TITLES:
         title = first_line_title(first_user) if first_user else None
     started = to_epoch_ms(row[7])
     updated = [t for t in (to_epoch_ms(row[2]), *times) if t is not None]
-    parent = _text(row[1])
+    parent = nonblank(row[1])
     info = SessionInfo(agent=AGENT, session_id=session_id, title=title, cwd=cwd,
                        started_at=started if started is not None else min(times, default=None),
                        updated_at=max(updated) if updated else None, message_count=len(out),
                        resume_command=_resume_command(session_id, cwd, parent), parent_session_id=parent)
     return Unit(info, out, _signature(row), skips)
-
-
-def _text(value: object) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _project_of(db: str) -> str | None:

@@ -29,16 +29,11 @@ from typing import Any, ClassVar, Final
 
 from aivault.errors import UnitChanged
 from aivault.scanner.model import Message, ParseStats, Role, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
-from aivault.scanner.parsers.jsonutil import (
-    compact_json,
-    count_reason,
-    first_line_title,
-    loads_line,
-    to_epoch_ms,
-)
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
+from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
+from aivault.scanner.parsers.textutil import first_line_title, nonblank
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
 
 AGENT: Final = "goose"
@@ -117,17 +112,12 @@ def _result_text(result: object) -> str:
     return f"[error] {text}" if isinstance(value, dict) and value.get("isError") is True else text
 
 
-def _obj(value: object) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (a field of an unexpected shape)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _call_text(call: object) -> str:
     if not isinstance(call, dict):
         return "invalid {}"
     if call.get("status") == "error":
         return f"invalid {compact_json({'error': call.get('error')})}"
-    value = _obj(call.get("value"))
+    value = as_object(call.get("value"))
     name = value.get("name") if isinstance(value.get("name"), str) and value.get("name") else "tool"
     args = value.get("arguments")
     return f"{name} {compact_json(args if args is not None else {})}"
@@ -193,10 +183,6 @@ def resume_command(session_id: str) -> str:
 
 
 # --- sessions.db ----------------------------------------------------------------------------------
-def _text(value: object) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
 def read_unit(found: Found) -> Unit:
     """One session of ``sessions.db``, read in one transaction."""
     db, session_id = found.locator[:2]
@@ -231,13 +217,13 @@ def read_unit(found: Found) -> Unit:
         if first_user is None and role == "user":
             first_user = next((m.text for m in msgs if m.role == "user" and m.kind == "text"), None)
         out += msgs
-    title = _text(row[2]) or _text(row[3]) or (first_line_title(first_user) if first_user else None)
+    title = nonblank(row[2]) or nonblank(row[3]) or (first_line_title(first_user) if first_user else None)
     started = to_epoch_ms(row[9])
     updated = [t for t in (to_epoch_ms(row[1]), *times) if t is not None]
-    info = SessionInfo(agent=AGENT, session_id=session_id, title=title, cwd=_text(row[8]),
+    info = SessionInfo(agent=AGENT, session_id=session_id, title=title, cwd=nonblank(row[8]),
                        started_at=started if started is not None else min(times, default=None),
                        updated_at=max(updated) if updated else None, message_count=len(out),
-                       resume_command=resume_command(session_id), parent_session_id=_text(row[10]))
+                       resume_command=resume_command(session_id), parent_session_id=nonblank(row[10]))
     return Unit(info, out, _signature(row), skips)
 
 
@@ -288,7 +274,7 @@ class GooseLineParser(LineParser[GooseState]):
             if self.st.lines_seen == 1:
                 self._metadata(obj)
             else:
-                count_reason(self.stats, "unknown_record", "metadata")
+                count_skip(self.stats.extra, "unknown_record", "metadata")
             return []
         role = _role(obj.get("role"))
         if role is None:
@@ -299,11 +285,11 @@ class GooseLineParser(LineParser[GooseState]):
         return msgs
 
     def _skip(self, reason: str, detail: str | None) -> None:
-        count_reason(self.stats, reason, detail)
+        count_skip(self.stats.extra, reason, detail)
 
     def _metadata(self, obj: dict[str, Any]) -> None:
-        self.st.cwd = _text(obj.get("working_dir"))
-        self.st.title = _text(obj.get("name")) or _text(obj.get("description"))
+        self.st.cwd = nonblank(obj.get("working_dir"))
+        self.st.title = nonblank(obj.get("name")) or nonblank(obj.get("description"))
 
 
 # --- discovery and roots --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Small JSON and time helpers shared by the transcript parsers.
+"""Small JSON and time helpers shared by the transcript parsers (text ones are in textutil).
 
 Everything here sits on the scanner's hot path and must never raise on hostile input: a
 transcript is a file written by another program, possibly truncated mid-write or mid-character.
@@ -13,17 +13,11 @@ from typing import Any
 
 import orjson
 
-from aivault.scanner.model import ParseStats
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 # Below these an epoch number is not a plausible transcript time (docs/formats.md §0 rule 5).
 _EPOCH_MS_MIN = 1e12
 _EPOCH_S_MIN = 1e9
-# ParseStats.extra travels in every saved parser state, and its keys partly come from the file
-# (a record type nobody knows yet): cap how many distinct keys and how long a key may get.
-EXTRA_KEYS_MAX = 24
-REASON_DETAIL_MAX_CHARS = 40
 
 # Node's JSON.stringify writes an unpaired UTF-16 surrogate as a backslash-u D800..DFFF escape (a tool output
 # cut in the middle of an emoji); orjson rejects those, and Python's json would let them through
@@ -90,23 +84,6 @@ def to_epoch_ms(value: object) -> int | None:
     return None
 
 
-def first_line_title(text: str, limit: int = 80) -> str | None:
-    """The first non-blank line of ``text``, stripped and cut to ``limit`` characters."""
-    start = 0
-    end = len(text)
-    while start < end:
-        newline = text.find("\n", start)
-        stop = end if newline < 0 else newline
-        # Only the head of a line can end up in the title; avoid stripping a huge pasted line.
-        line = text[start : min(stop, start + limit * 4)].strip()
-        if line:
-            if len(line) > limit:
-                return line[: limit - 1].rstrip() + "…"
-            return line
-        start = stop + 1
-    return None
-
-
 def compact_json(obj: Any) -> str:
     """Compact JSON text for ``obj`` (non-ASCII kept as is)."""
     try:
@@ -116,16 +93,6 @@ def compact_json(obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def count_reason(stats: ParseStats, reason: str, detail: str | None = None) -> None:
-    """Count one skipped record in ``stats.extra`` under ``reason``, or ``"reason:detail"``.
-
-    Once EXTRA_KEYS_MAX distinct keys exist, a new detail is counted under ``"reason:other"``,
-    so a file full of made-up record types cannot grow the state without bound.
-    """
-    extra = stats.extra
-    key = reason
-    if detail is not None:
-        key = f"{reason}:{detail[:REASON_DETAIL_MAX_CHARS]}"
-        if key not in extra and len(extra) >= EXTRA_KEYS_MAX:
-            key = f"{reason}:other"
-    extra[key] = extra.get(key, 0) + 1
+def as_object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a field of an unexpected shape)."""
+    return value if isinstance(value, dict) else {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aivault.scanner.model import Kind, Message, Role, SessionInfo
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini import (
     FileBytes,
     chats_discovery,
@@ -28,8 +29,9 @@ from aivault.scanner.parsers.gemini import (
     read_settled,
     replay_file,
 )
-from aivault.scanner.parsers.gemini.records import as_parts, count_skip, response_text, tool_call_text
-from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, to_epoch_ms
+from aivault.scanner.parsers.gemini.records import as_parts, response_text, tool_call_text
+from aivault.scanner.parsers.jsonutil import compact_json, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
 from aivault.scanner.sources import Found, Mode, Root, Unit
 from aivault.scanner.spec import AgentSpec
 

@@ -15,22 +15,22 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
     IDE_WRAPPER,
+    INJECTED_PREFIXES,
     MARKUP_TAG,
     SUBAGENT_TITLE_PREFIX,
     block_hash,
     blocks_text,
     clean_title,
     find_copied_sibling,
-    is_injected,
     read_agent_type,
-    uuid_hash,
     uuids_of,
 )
-from aivault.scanner.parsers.jsonutil import compact_json, count_reason, first_line_title, to_epoch_ms
+from aivault.scanner.parsers.jsonutil import compact_json, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title, opens_with, text_crc
 from aivault.scanner.sources import Mode, Root
 from aivault.scanner.spec import AgentSpec, file_discovery
 
@@ -210,7 +210,7 @@ class ClaudeParser(LineParser[ClaudeState]):
             elif rtype == "ai-title":
                 self.st.ai_title = clean_title(obj.get("aiTitle")) or self.st.ai_title
             elif rtype not in BOOKKEEPING_TYPES:
-                count_reason(self.stats, "unknown_record", rtype)
+                count_skip(self.stats.extra, "unknown_record", rtype)
         if out is None:
             return None
 
@@ -245,7 +245,7 @@ class ClaudeParser(LineParser[ClaudeState]):
 
     def _note_uuid(self, uuid: str) -> None:
         recent = self.st.recent_uuids
-        recent.append(uuid_hash(uuid))
+        recent.append(text_crc(uuid))
         if len(recent) > 2 * RECENT_UUIDS_MAX:
             del recent[:-RECENT_UUIDS_MAX]
         if self.st.pending:
@@ -274,7 +274,7 @@ class ClaudeParser(LineParser[ClaudeState]):
                 out.append(Message("system", "text", summary, ms))
         title = first_line_title(summary, SUMMARY_TITLE_MAX_CHARS)
         if title is None:
-            count_reason(self.stats, "unparsed_record", "summary")
+            count_skip(self.stats.extra, "unparsed_record", "summary")
             return out
         sid = obj.get("sessionId")
         if isinstance(sid, str) and sid:
@@ -288,7 +288,7 @@ class ClaudeParser(LineParser[ClaudeState]):
         leaf = obj.get("leafUuid")
         if not isinstance(leaf, str):
             return out
-        if uuid_hash(leaf) in self.st.recent_uuids:
+        if text_crc(leaf) in self.st.recent_uuids:
             self.st.summary_title = title
             return out
         self.st.pending.append((leaf, title))
@@ -316,7 +316,7 @@ class ClaudeParser(LineParser[ClaudeState]):
                     # A structured output is still searchable as JSON; strings and blocks as text.
                     result = blocks_text(value) if isinstance(value, str | list) else compact_json(value)
                     return [Message("tool", "tool_result", result, ms)] if result else []
-        count_reason(self.stats, "unparsed_record", rtype)
+        count_skip(self.stats.extra, "unparsed_record", rtype)
         return []
 
     def _attachment(self, obj: dict[str, Any], ms: int | None) -> list[Message]:
@@ -335,7 +335,7 @@ class ClaudeParser(LineParser[ClaudeState]):
 
     def _emit_user_text(self, out: list[Message], text: str, ms: int | None) -> None:
         text = IDE_WRAPPER.sub("", text)
-        if not text or text.isspace() or is_injected(text):
+        if not text or text.isspace() or opens_with(text, INJECTED_PREFIXES):
             return
         if self.st.first_user is None:
             self.st.first_user = first_line_title(text)

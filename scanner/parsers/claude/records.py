@@ -1,14 +1,15 @@
 """What a Claude Code record means, apart from the parser's state (docs/formats.md §1): text
-Claude Code injects into "user" records, the bookkeeping record types, block and uuid hashes, a
+Claude Code injects into "user" records, the bookkeeping record types, block hashes, a
 subagent's declared type, and the sibling transcript a background session was copied from."""
 
 from __future__ import annotations
 
 import os
 import re
-import zlib
 
 import orjson
+
+from aivault.scanner.parsers.textutil import sized_hash, text_crc
 
 # Text Claude Code itself puts into "user" records: slash-command echoes, hook output, reminders.
 INJECTED_PREFIXES: tuple[str, ...] = (
@@ -33,7 +34,7 @@ BG_SIBLING_HEAD_BYTES = 256 * 1024
 UUID_FIELD = re.compile(rb'"uuid"\s*:\s*"([^"\\]{1,128})"')
 SUBAGENT_TITLE_PREFIX = "subagent: "
 
-KIND_CODE: dict[str, bytes] = {"text": b"t", "thinking": b"h", "tool_call": b"c"}
+KIND_CODE: dict[str, str] = {"text": "t", "thinking": "h", "tool_call": "c"}
 
 # Record types docs/formats.md §1 names that carry no message; any other type is counted by name in
 # ParseStats.extra ("unknown_record:<type>") so that format drift shows up instead of vanishing.
@@ -58,14 +59,6 @@ BOOKKEEPING_TYPES = frozenset(
 )
 
 
-def is_injected(text: str) -> bool:
-    """True when a user text is context Claude Code injected rather than something the user typed."""
-    head = text[:128]
-    if head[:1].isspace():
-        head = head.lstrip()
-    return head.startswith(INJECTED_PREFIXES)
-
-
 def blocks_text(content: object) -> str:
     """A string content as is, or the text blocks of a list content joined by newlines."""
     if isinstance(content, str):
@@ -81,15 +74,8 @@ def blocks_text(content: object) -> str:
 
 
 def block_hash(kind: str, block_id: str | None, text: str) -> int:
-    # crc32 is stable across processes (unlike hash()) and cheap; the length in the high bits makes
-    # a collision between two different blocks of one response practically impossible.
-    data = text.encode("utf-8", "surrogatepass")
-    seed = zlib.crc32(KIND_CODE[kind] + (block_id.encode("utf-8", "surrogatepass") if block_id else b""))
-    return zlib.crc32(data, seed) | (len(data) << 32)
-
-
-def uuid_hash(uuid: str) -> int:
-    return zlib.crc32(uuid.encode("utf-8", "surrogatepass"))
+    """A block of one API response, told apart by its kind and id as well as its text."""
+    return sized_hash(text, seed=text_crc(KIND_CODE[kind] + (block_id or "")))
 
 
 def read_agent_type(jsonl_path: str) -> str | None:

@@ -21,9 +21,11 @@ from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import SessionInfo
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.cline import view
-from aivault.scanner.parsers.jsonutil import first_line_title, loads_line, to_epoch_ms
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, open_sqlite, signature
+from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, open_sqlite, signature
 from aivault.scanner.spec import AgentSpec
 
 UI_FILE = "ui_messages.json"

@@ -21,14 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aivault.scanner.model import Kind, Message, Role
-from aivault.scanner.parsers.jsonutil import (
-    EXTRA_KEYS_MAX,
-    REASON_DETAIL_MAX_CHARS,
-    compact_json,
-    loads_line,
-    to_epoch_ms,
-)
-from aivault.scanner.sources import count_skip
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 
 # Cline appends this to a command that waits for the user's approval (COMMAND_REQ_APP_STRING).
 REQ_APP = "REQ_APP"
@@ -84,14 +78,6 @@ SHOWN_IN_UI = {
     "roo": frozenset({"execute_command", "ask_followup_question", "attempt_completion", "use_mcp_tool",
                       "access_mcp_resource", "browser_action", "condense", "report_bug"}),
 }
-
-
-def count_reason(skips: dict[str, int], reason: str, detail: str) -> None:
-    """Count under ``reason:detail`` with a bounded key set (the detail comes from the file)."""
-    key = f"{reason}:{detail[:REASON_DETAIL_MAX_CHARS]}"
-    if key not in skips and len(skips) >= EXTRA_KEYS_MAX:
-        key = f"{reason}:other"
-    count_skip(skips, key)
 
 
 def salvage_array(data: bytes) -> list[Any] | None:
@@ -312,7 +298,7 @@ def _ui_record(conv: Conversation, kind: str, name: str, text: str, ts: int | No
     elif name in BOOKKEEPING:
         count_skip(skips, f"bookkeeping:{name}")
     else:
-        count_reason(skips, "unknown_record", f"{kind}:{name}")
+        count_skip(skips, "unknown_record", f"{kind}:{name}")
 
 
 def _question_text(text: str) -> str:
@@ -379,7 +365,7 @@ def _api_assistant(conv: Conversation, blocks: list[Any], ts: int | None, uses: 
         elif kind == "redacted_thinking":
             count_skip(skips, "redacted-thinking")
         else:
-            count_reason(skips, "unknown_block", str(kind))
+            count_skip(skips, "unknown_block", str(kind))
 
 
 def _api_user(conv: Conversation, blocks: list[Any], ts: int | None, skips: dict[str, int]) -> None:
@@ -417,7 +403,7 @@ def _api_user(conv: Conversation, blocks: list[Any], ts: int | None, skips: dict
         elif kind == "image":
             count_skip(skips, "image")
         else:
-            count_reason(skips, "unknown_block", str(kind))
+            count_skip(skips, "unknown_block", str(kind))
 
 
 def cwd_from_environment(api: list[Any], ui: list[Any]) -> str | None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import orjson
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.copilot.workspace import (
     HISTORY_STATE,
     SESSION_STATE,
@@ -32,14 +31,9 @@ from aivault.scanner.parsers.copilot.workspace import (
     workspace_fields,
     workspace_title,
 )
-from aivault.scanner.parsers.jsonutil import (
-    compact_json,
-    count_reason,
-    first_line_title,
-    loads_line,
-    to_epoch_ms,
-)
-from aivault.scanner.sources import Found, Mode, Root, Unit, count_skip, file_signature, signature
+from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title, sized_hash, text_crc
+from aivault.scanner.sources import Found, Mode, Root, Unit, file_signature, signature
 from aivault.scanner.spec import AgentSpec, file_discovery
 
 __all__ = ["SPEC", "CopilotParser", "default_roots", "read_history_unit", "side_titles", "workspace_fields"]
@@ -99,15 +93,6 @@ _WINDOWS_ABS = re.compile(r"[A-Za-z]:[\\/]")
 
 def _is_abs_path(value: object) -> bool:
     return isinstance(value, str) and (value.startswith("/") or _WINDOWS_ABS.match(value) is not None)
-
-
-def _call_hash(call_id: str) -> int:
-    return zlib.crc32(call_id.encode("utf-8", "surrogatepass"))
-
-
-def _text_hash(text: str) -> int:
-    data = text.encode("utf-8", "surrogatepass")
-    return zlib.crc32(data) | (len(data) << 32)
 
 
 def arguments_text(arguments: object) -> str:
@@ -256,7 +241,7 @@ class CopilotParser(LineParser[CopilotState]):
                 return [Message("system", "text", summary, ms)]
             return []
         if etype not in BOOKKEEPING_TYPES:
-            count_reason(self.stats, "unknown_record", etype)
+            count_skip(self.stats.extra, "unknown_record", etype)
         return []
 
     def _context(self, data: dict[str, Any], *, first: bool) -> None:
@@ -279,7 +264,7 @@ class CopilotParser(LineParser[CopilotState]):
         if not isinstance(content, str) or not content.strip():
             return []
         if is_skill_message(data, content):
-            count_reason(self.stats, "skill_context")
+            count_skip(self.stats.extra, "skill_context")
             return []
         if self.st.first_user is None:
             self.st.first_user = first_line_title(content)
@@ -301,9 +286,9 @@ class CopilotParser(LineParser[CopilotState]):
     def _reasoning_text(self, text: object, ms: int | None) -> list[Message]:
         if not isinstance(text, str) or not text.strip():
             return []
-        digest = _text_hash(text)
+        digest = sized_hash(text)
         if digest in self.st.reasoning:
-            count_reason(self.stats, "duplicate_reasoning")
+            count_skip(self.stats.extra, "duplicate_reasoning")
             return []
         self.st.reasoning.append(digest)
         if len(self.st.reasoning) > RECENT_REASONING_MAX:
@@ -312,9 +297,9 @@ class CopilotParser(LineParser[CopilotState]):
 
     def _tool_call(self, call_id: object, name: object, arguments: object, ms: int | None) -> list[Message]:
         if isinstance(call_id, str) and call_id:
-            digest = _call_hash(call_id)
+            digest = text_crc(call_id)
             if digest in self.st.calls:
-                count_reason(self.stats, "duplicate_tool_call")
+                count_skip(self.stats.extra, "duplicate_tool_call")
                 return []
             self.st.calls.append(digest)
             if len(self.st.calls) > RECENT_CALLS_MAX:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from aivault.scanner.parsers.jsonutil import first_line_title
+from aivault.scanner.parsers.textutil import first_line_title
 from aivault.scanner.sources import Root
 
 WORKSPACE_YAML = "workspace.yaml"

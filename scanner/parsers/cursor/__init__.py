@@ -19,23 +19,13 @@ from typing import Any, ClassVar
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.cursor import store
-from aivault.scanner.parsers.cursor.discovery import (
-    Location,
-    default_roots,
-    discover,
-    locate,
-    side_titles,
-    stat_sig,
-)
+from aivault.scanner.parsers.cursor.discovery import Location, default_roots, discover, locate, side_titles, stat_sig
 from aivault.scanner.parsers.cursor.store import INDEX, ChatMeta, chat_meta
 from aivault.scanner.parsers.cursor.text import blocks_text, parse_txt, tool_call_text, user_messages
-from aivault.scanner.parsers.jsonutil import (
-    count_reason,
-    first_line_title,
-    loads_line,
-)
+from aivault.scanner.parsers.jsonutil import loads_line
+from aivault.scanner.parsers.textutil import first_line_title
 from aivault.scanner.sources import Found, Unit, file_signature, signature
 from aivault.scanner.spec import AgentSpec
 
@@ -177,7 +167,7 @@ class CursorParser(LineParser[CursorState]):
             if not isinstance(rtype, str):
                 return None
             if rtype not in BOOKKEEPING_TYPES:
-                count_reason(self.stats, "unknown_record", rtype)
+                count_skip(self.stats.extra, "unknown_record", rtype)
             return []
         message = obj.get("message")
         content = message.get("content") if type(message) is dict else obj.get("content")
@@ -186,7 +176,7 @@ class CursorParser(LineParser[CursorState]):
         if not isinstance(role, str) or not isinstance(content, list):
             return None
         if role not in ("user", "assistant", "system", "tool"):
-            count_reason(self.stats, "unknown_role", role)
+            count_skip(self.stats.extra, "unknown_role", role)
             return []
         out: list[Message] = []
         for block in content:
@@ -223,7 +213,7 @@ class CursorParser(LineParser[CursorState]):
             if text.strip():
                 out.append(Message("tool", "tool_result", text, None))
         elif btype not in ("image", "redacted_thinking"):
-            count_reason(self.stats, "unknown_block", str(btype))
+            count_skip(self.stats.extra, "unknown_block", str(btype))
 
 
 # --- units read whole: old .txt transcripts, and chats that only have a store -------------------------

@@ -18,9 +18,11 @@ from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, SessionInfo
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.cursor.text import blocks_text, tool_call_text, user_messages
-from aivault.scanner.parsers.jsonutil import first_line_title, loads_line, to_epoch_ms
-from aivault.scanner.sources import Found, count_skip, db_change_stamp, open_sqlite, signature
+from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
+from aivault.scanner.sources import Found, db_change_stamp, open_sqlite, signature
 
 STORE_DB = "store.db"
 META_JSON = "meta.json"

@@ -26,7 +26,8 @@ from typing import Any
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import SessionInfo
-from aivault.scanner.parsers.gemini.records import Replay, conversation, count_skip
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.gemini.records import Replay, conversation
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, file_signature, walk_files
 from aivault.scanner.spec import AgentSpec, Discover, file_discovery

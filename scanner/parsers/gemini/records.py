@@ -16,13 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aivault.scanner.model import Message
-from aivault.scanner.parsers.jsonutil import (
-    EXTRA_KEYS_MAX,
-    REASON_DETAIL_MAX_CHARS,
-    compact_json,
-    first_line_title,
-    to_epoch_ms,
-)
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.jsonutil import compact_json, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title, opens_with
 
 # Context Gemini CLI sends as the first "user" turns: the environment block (a directory tree),
 # its older untagged form, and the IDE's editor-context JSON. Never user speech, never a title.
@@ -37,21 +33,6 @@ _ASSISTANT_TYPES = frozenset({"gemini", "model"})
 _SYSTEM_TYPES = frozenset({"info", "error", "warning"})
 # Keys of a message list inside a checkpoint that have no id of their own: cannot collide with an id.
 _ANON_KEY = "\x00anon:"
-
-
-def count_skip(skips: dict[str, int], reason: str, detail: str | None = None, n: int = 1) -> None:
-    """Count ``n`` skipped records under ``reason`` (or ``reason:detail``), with a bounded key set."""
-    key = reason
-    if detail is not None:
-        key = f"{reason}:{detail[:REASON_DETAIL_MAX_CHARS]}"
-        if key not in skips and len(skips) >= EXTRA_KEYS_MAX:
-            key = f"{reason}:other"
-    skips[key] = skips.get(key, 0) + n
-
-
-def is_injected(text: str) -> bool:
-    """True when a Gemini "user" message is context the CLI injected, not something the user typed."""
-    return text[:160].lstrip().startswith(INJECTED_PREFIXES)
 
 
 def as_parts(content: object) -> list[Any]:
@@ -259,7 +240,7 @@ def _user(rec: dict[str, Any], ts: int | None, call_ids: set[str], conv: Convers
     text = parts_text(as_parts(rec.get("displayContent"))) or parts_text(parts)
     out: list[Message] = []
     if text.strip():
-        if is_injected(text):
+        if opens_with(text, INJECTED_PREFIXES, head=160):
             count_skip(skips, "injected-context")
             if conv.context is None:
                 conv.context = text

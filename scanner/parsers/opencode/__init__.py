@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Final
 
 from aivault.errors import UnitChanged
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.parsers.opencode import legacy
 from aivault.scanner.parsers.opencode.parts import AGENT, Conversation, SessionRecord, add_message, build_unit
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, count_skip, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
 
 DB_NAME: Final = "opencode.db"

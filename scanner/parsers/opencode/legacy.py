@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from aivault.errors import UnitChanged, UnitUnreadable
+from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.parsers.opencode.parts import Conversation, SessionRecord, add_message, build_unit
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, count_skip, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, signature
 
 STORAGE: Final = "storage"
 SESSION_PREFIX: Final = "ses_"  # session ids and so session file names

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aivault.scanner.model import Message, Role, SessionInfo
-from aivault.scanner.parsers.jsonutil import compact_json, first_line_title, to_epoch_ms
-from aivault.scanner.sources import Unit, count_skip
+from aivault.scanner.parsers.base import count_skip
+from aivault.scanner.parsers.jsonutil import as_object, compact_json, to_epoch_ms
+from aivault.scanner.parsers.textutil import first_line_title
+from aivault.scanner.sources import Unit
 
 AGENT: Final = "opencode"
 # Upstream isDefaultTitle: the title a session holds until the model has named it.
@@ -145,7 +147,7 @@ def _add_part(conv: Conversation, role: Role, part: object, ts: int | None) -> N
 
 def _add_tool(conv: Conversation, part: dict[str, Any], at: int | None) -> None:
     name = part.get("tool") if isinstance(part.get("tool"), str) and part.get("tool") else "tool"
-    state = _obj(part.get("state"))
+    state = as_object(part.get("state"))
     args = state.get("input")
     conv.messages.append(Message("assistant", "tool_call", f"{name} {compact_json(args if args is not None else {})}",
                                  at))
@@ -157,7 +159,7 @@ def _add_tool(conv: Conversation, part: dict[str, Any], at: int | None) -> None:
     if status == "completed":
         output = state.get("output")
         text = output if isinstance(output, str) else compact_json(output) if output is not None else ""
-        metadata = _obj(state.get("metadata"))
+        metadata = as_object(state.get("metadata"))
         code = metadata.get("exit")
         # A failed shell command still completes: its exit code is the only trace (AV #1257).
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
@@ -173,11 +175,6 @@ def _add_tool(conv: Conversation, part: dict[str, Any], at: int | None) -> None:
         count_skip(conv.skips, "tool_unfinished")  # its result lands with a later commit
     else:
         count_skip(conv.skips, f"unknown_tool_status:{str(status)[:40]}")
-
-
-def _obj(value: object) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (a field of an unexpected shape)."""
-    return value if isinstance(value, dict) else {}
 
 
 def clean_title(title: object) -> str | None:
