@@ -21,7 +21,7 @@ import duckdb
 from aivault.embed import make_embedder
 from aivault.embed.local import LocalEmbedder
 from aivault.home import models_dir
-from aivault.indexer import schema as q
+from aivault.indexer import sql_write as q
 from aivault.indexer.semantic import EMBED_CALL
 
 REPO = Path(__file__).resolve().parent.parent

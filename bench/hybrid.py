@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from aivault.home import Home, models_dir, write_private
-from aivault.indexer import schema as q
+from aivault.indexer import sql_write as q
 from aivault.indexer.semantic import to_blob
 
 SAMPLE = 2000

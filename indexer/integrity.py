@@ -32,7 +32,7 @@ from typing import Any
 import duckdb
 
 from aivault import log
-from aivault.indexer import schema as q
+from aivault.indexer import sql_maint
 from aivault.indexer.duck import one
 from aivault.indexer.store import now_ms, transaction
 
@@ -76,7 +76,7 @@ _SIMPLE_COLUMN = re.compile(r"^\[\s*([A-Za-z_][A-Za-z0-9_]*)\s*\]$")
 def index_defs(con: Any) -> list[IndexDef]:
     """The single-column ART indexes of the database's main schema, from DuckDB's catalog."""
     out = []
-    for name, table, expressions, sql in con.execute(q.LIST_INDEXES).fetchall():
+    for name, table, expressions, sql in con.execute(sql_maint.LIST_INDEXES).fetchall():
         m = _SIMPLE_COLUMN.match(str(expressions))
         if m is None or not sql:
             raise RuntimeError(f"index {name} on {table} is not on one column ({expressions}); "
@@ -99,7 +99,7 @@ def _literal_list(values: list[int]) -> str:
 def probe(con: Any, d: IndexDef, *, everything: bool = False) -> Probe:
     """Look the table's newest rows and a sample of the others up through ``d`` (``everything``:
     every row, ~7 s for 1M chunks); count what it misses."""
-    sql = q.PROBE_EVERY_VALUE if everything else q.PROBE_VALUES
+    sql = sql_maint.PROBE_EVERY_VALUE if everything else sql_maint.PROBE_VALUES
     rows = con.execute(sql.format(table=d.table, col=d.column, newest=PROBE_NEWEST, sample=PROBE_SAMPLE)).fetchall()
     expected = {int(v): int(n) for v, n in rows}
     if not expected:
@@ -108,9 +108,9 @@ def probe(con: Any, d: IndexDef, *, everything: bool = False) -> Probe:
     found = 0
     from_index = True
     for k, batch in enumerate(_batches(values)):
-        sql = q.COUNT_BY_INDEX.format(table=d.table, col=d.column, values=_literal_list(batch))
+        sql = sql_maint.COUNT_BY_INDEX.format(table=d.table, col=d.column, values=_literal_list(batch))
         if k == 0:
-            plan = "\n".join(str(r[1]) for r in con.execute("EXPLAIN ANALYZE " + sql).fetchall())
+            plan = "\n".join(str(r[1]) for r in con.execute(sql_maint.EXPLAIN_ANALYZE + sql).fetchall())
             from_index = "Index Scan" in plan
         row = one(con, sql)
         found += int(row[0]) if row else 0
@@ -125,7 +125,7 @@ def probe_all(con: Any, *, everything: bool = False) -> list[Probe]:
 def rebuild(con: Any, d: IndexDef) -> None:
     """Drop ``d`` and create it again from its table (one transaction: a kill leaves the old one)."""
     with transaction(con):
-        con.execute(f'DROP INDEX "{d.name}"')
+        con.execute(sql_maint.DROP_INDEX.format(name=d.name))
         con.execute(d.sql)
 
 
@@ -147,7 +147,7 @@ def verify_and_rebuild(con: Any, *, why: str) -> list[Probe]:
             record(con, "index-rebuilt", what, p.missing)
             _log.warning("an index disagreed with its table and was rebuilt from it", index=d.name,
                          table=d.table, missing=p.missing, probed=p.probed, from_index=p.from_index, why=why)
-    con.execute("CHECKPOINT")
+    con.execute(sql_maint.CHECKPOINT)
     _log.info("indexes checked against their tables and rebuilt", why=why,
               indexes={p.index: {"probed": p.probed, "missing": p.missing} for p in probes})
     return probes
@@ -156,14 +156,14 @@ def verify_and_rebuild(con: Any, *, why: str) -> list[Probe]:
 def record(con: Any, kind: str, what: str, count: int) -> None:
     """Journal one repair (its own transaction)."""
     with transaction(con):
-        con.execute(q.INSERT_REPAIR, [now_ms(), kind, what, int(count)])
+        con.execute(sql_maint.INSERT_REPAIR, [now_ms(), kind, what, int(count)])
 
 
 def repairs(con: Any) -> dict[str, Any]:
     """The journal as `aivault status` shows it: how many repairs, and the latest few."""
     try:
-        total = one(con, q.COUNT_REPAIRS)
-        rows = con.execute(q.SELECT_REPAIRS, [REPAIRS_SHOWN]).fetchall()
+        total = one(con, sql_maint.COUNT_REPAIRS)
+        rows = con.execute(sql_maint.SELECT_REPAIRS, [REPAIRS_SHOWN]).fetchall()
     except duckdb.CatalogException:
         return {"count": 0, "latest": []}  # an index of an older schema, opened read-only
     return {"count": int(total[0]) if total else 0,

@@ -32,6 +32,7 @@ import duckdb
 from aivault import log, priority
 from aivault.envvars import env_int
 from aivault.heap import release_free_memory
+from aivault.indexer import sql_maint
 from aivault.indexer.mailbox import Mail, MergeDone, MergeFailed
 from aivault.indexer.segments import MergePlan
 from aivault.indexer.store import THREADS, now_ms
@@ -95,7 +96,7 @@ class Merges:
                 if searching is not None and searching():
                     self._yield(cur)
                 if self.threads is None:  # a bulk load's sort: its pass committed with fewer threads
-                    cur.execute(f"SET threads = {THREADS}")
+                    cur.execute(sql_maint.SET_THREADS.format(threads=THREADS))
             rows = self.writer.segments.run_merge(cur, plan)
             plan.created_at = now_ms()
             release_free_memory("merge")  # the sort's runs (aivault/heap.py)
@@ -113,7 +114,7 @@ class Merges:
             with self._yield_lock:
                 if self._running is not None and self._running[1]:
                     with contextlib.suppress(duckdb.Error):
-                        cur.execute(f"SET threads = {THREADS}")
+                        cur.execute(sql_maint.SET_THREADS.format(threads=THREADS))
                 self._running = None
             cur.close()
 
@@ -125,7 +126,7 @@ class Merges:
         if running is None or running[1] or threads is None or threads >= THREADS:
             return
         priority.background_thread(running[0])
-        cur.execute(f"SET threads = {threads}")
+        cur.execute(sql_maint.SET_THREADS.format(threads=threads))
         self._running = (running[0], True)
 
     def search_began(self) -> None:

@@ -46,7 +46,7 @@ from pathlib import Path
 import duckdb
 
 from aivault import log
-from aivault.indexer import schema as q
+from aivault.indexer import schema, sql_maint, sql_write
 from aivault.indexer.duck import one
 from aivault.indexer.leftover import TMP_SUFFIX as TMP_SUFFIX
 from aivault.indexer.leftover import _remove, _wal
@@ -73,26 +73,6 @@ _ATTACHED_AS = "aivault_reclaim"
 # and goes on (a search or a reconcile is then sent while the reclaim is held there).
 PAUSE_ENV = "AIVAULT_RECLAIM_PAUSE"
 
-CATALOG = """SELECT 'table', table_name, sql FROM duckdb_tables() WHERE database_name = $db
-    UNION ALL SELECT 'index', index_name, sql FROM duckdb_indexes() WHERE database_name = $db
-    UNION ALL SELECT 'view', view_name, sql FROM duckdb_views() WHERE database_name = $db AND NOT internal
-    UNION ALL SELECT 'sequence', sequence_name, sql FROM duckdb_sequences() WHERE database_name = $db
-    ORDER BY 1, 2"""
-TABLE_ROWS = 'SELECT count(*) FROM "{db}"."{table}"'
-DATABASE_PATH = "SELECT path FROM duckdb_databases() WHERE database_name = ?"
-TABLES_OF = "SELECT table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY table_name"
-DATABASE_SIZE = """SELECT block_size, total_blocks, used_blocks, free_blocks FROM pragma_database_size()
-    WHERE database_name = ?"""
-TABLE_BLOCKS = "SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE persistent"
-COLUMNS_OF = """SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = ?
-    ORDER BY column_index"""
-# A merging copy (copy(merge=...)): the tables besides the merge's inputs row for row, the
-# vocabulary without repeats (what Writer.dedupe_vocab leaves: each term's first row, in order).
-COPY_TABLE = 'INSERT INTO "{table}" SELECT * FROM "{db}"."{table}"'
-COPY_VOCAB = """INSERT INTO vocab_log SELECT * FROM "{db}".vocab_log
-    QUALIFY row_number() OVER (PARTITION BY term ORDER BY rowid) = 1 ORDER BY rowid"""
-COUNT_VOCAB_TERMS = 'SELECT count(DISTINCT term) FROM "{db}".vocab_log'
-COUNT_MERGED = 'SELECT count(*) FROM ({union}) p WHERE sess IN (SELECT sess FROM "{db}".sessions)'
 META_NEXT_SEGMENT = 7  # its place in SELECT_META's row
 
 
@@ -118,13 +98,13 @@ class Usage:
 
 
 def database_name(con: duckdb.DuckDBPyConnection) -> str:
-    row = one(con, "SELECT current_database()")
+    row = one(con, sql_maint.CURRENT_DATABASE)
     return str(row[0]) if row else "main"
 
 
 def _blocks(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int, int]:
     """DuckDB's block size, used and free blocks of the attached database ``name``."""
-    row = one(con, DATABASE_SIZE, [name])
+    row = one(con, sql_maint.DATABASE_SIZE, [name])
     block, _total, used, free = (int(v) for v in row) if row else (0, 0, 0, 0)
     return block, used, free
 
@@ -134,7 +114,7 @@ def usage(con: duckdb.DuckDBPyConnection, db_path: Path | None = None) -> Usage:
     name = database_name(con)
     block, used, free = _blocks(con, name)
     if db_path is None:
-        found = one(con, DATABASE_PATH, [name])
+        found = one(con, sql_maint.DATABASE_PATH, [name])
         db_path = Path(str(found[0])) if found else Path()
     return Usage(db_path.stat().st_size, used * block, free * block)
 
@@ -150,12 +130,12 @@ def merge_worth_copying(con: duckdb.DuckDBPyConnection, plan: MergePlan, db_path
     wal = _wal(db_path)
     if db_path.stat().st_size + (wal.stat().st_size if wal.exists() else 0) < RECLAIM_MIN_FREE_BYTES:
         return False
-    con.execute("CHECKPOINT")
+    con.execute(sql_maint.CHECKPOINT)
     block, used, free = _blocks(con, database_name(con))
     u = Usage(db_path.stat().st_size, used * block, free * block)
     inputs = 0
     for seg in plan.inputs:
-        found = one(con, TABLE_BLOCKS.format(table=seg.name))
+        found = one(con, sql_maint.TABLE_BLOCKS.format(table=seg.name))
         inputs += (int(found[0]) if found else 0) * block
     after = Usage(u.file_bytes + max(0, inputs - u.free_bytes), u.used_bytes, u.free_bytes + inputs)
     return after.due()
@@ -200,12 +180,12 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 def _signature(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[tuple[str, str, str]], dict[str, int],
                                                                     tuple[object, ...] | None]:
     """What must be equal in both files: the catalog (as SQL), each table's rows, the meta row."""
-    catalog = [(str(a), str(b), str(c)) for a, b, c in con.execute(CATALOG, {"db": db}).fetchall()]
+    catalog = [(str(a), str(b), str(c)) for a, b, c in con.execute(sql_maint.CATALOG, {"db": db}).fetchall()]
     counts = {}
-    for (table,) in con.execute(TABLES_OF, [db]).fetchall():
-        row = one(con, TABLE_ROWS.format(db=db, table=table))
+    for (table,) in con.execute(sql_maint.TABLES_OF, [db]).fetchall():
+        row = one(con, sql_maint.TABLE_ROWS.format(db=db, table=table))
         counts[str(table)] = int(row[0]) if row else -1
-    meta = one(con, q.SELECT_META.replace("FROM meta", f'FROM "{db}".meta'))
+    meta = one(con, schema.SELECT_META.replace("FROM meta", f'FROM "{db}".meta'))
     return catalog, counts, tuple(meta) if meta else None
 
 
@@ -215,27 +195,28 @@ def _copy_merging(con: duckdb.DuckDBPyConnection, src: str, plan: MergePlan) -> 
     segment if the active one was merged, as a compaction's freeze leaves). Returns its rows."""
     inputs = {s.name for s in plan.inputs}
     fresh = _fresh_active(plan)
-    con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS} (SCHEMA)')
-    con.execute(f"USE {_ATTACHED_AS}")  # unqualified names below are the copy's
+    con.execute(sql_maint.COPY_SCHEMA.format(src=src, name=_ATTACHED_AS))
+    con.execute(sql_maint.USE_COPY.format(name=_ATTACHED_AS))  # unqualified names below are the copy's
     try:
-        for (table,) in con.execute(TABLES_OF, [src]).fetchall():
+        for (table,) in con.execute(sql_maint.TABLES_OF, [src]).fetchall():
             if table in inputs:
-                con.execute(q.DROP_SEGMENT.format(name=table))  # its empty twin: the merge replaces it
+                con.execute(schema.DROP_SEGMENT.format(name=table))  # its empty twin: the merge replaces it
             else:
-                con.execute((COPY_VOCAB if table == "vocab_log" else COPY_TABLE).format(db=src, table=table))
+                copy_rows = sql_maint.COPY_VOCAB if table == "vocab_log" else sql_maint.COPY_TABLE
+                con.execute(copy_rows.format(db=src, table=table))
         rows = SegmentSet.run_merge(con, plan, source=f'"{src}".')  # sessions: the copy's, the same rows
         plan.created_at = now_ms()
-        con.execute("SET SESSION preserve_insertion_order = true")
+        con.execute(sql_maint.ORDERED_INSERTS)
         with transaction(con):
             for name in sorted(inputs):
-                con.execute(q.DELETE_SEGMENT_ROW, [name])
-            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at])
+                con.execute(sql_maint.DELETE_SEGMENT_ROW, [name])
+            con.execute(sql_write.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at])
             if fresh is not None:
-                con.execute(q.CREATE_SEGMENT.format(name=fresh))
-                con.execute(q.INSERT_SEGMENT_ROW, [fresh, "active", plan.created_at])
-            con.execute(q.RAISE_NEXT_SEGMENT, [_next_segment(plan)])
+                con.execute(schema.CREATE_SEGMENT.format(name=fresh))
+                con.execute(sql_write.INSERT_SEGMENT_ROW, [fresh, "active", plan.created_at])
+            con.execute(sql_maint.RAISE_NEXT_SEGMENT, [_next_segment(plan)])
     finally:
-        con.execute(f'USE "{src}"')
+        con.execute(sql_maint.USE_SOURCE.format(src=src))
     return rows
 
 
@@ -264,15 +245,16 @@ def _merged_signature(con: duckdb.DuckDBPyConnection, src: str, plan: MergePlan,
     sql = next(c for kind, name, c in catalog if kind == "table" and name == first)
     made = [plan.target] + ([fresh] if (fresh := _fresh_active(plan)) else [])
     catalog = sorted([e for e in catalog if not (e[0] == "table" and e[1] in inputs)]
-                     + [("table", name, sql.replace(f"CREATE TABLE {first}(", f"CREATE TABLE {name}(", 1))
+                     + [("table", name, sql.replace(sql_maint.CATALOG_CREATE_TABLE.format(name=first),
+                                                  sql_maint.CATALOG_CREATE_TABLE.format(name=name), 1))
                         for name in made])
     counts = {t: n for t, n in counts.items() if t not in inputs}
     if fresh:
         counts[fresh] = 0
-    union = " UNION ALL ".join(f'SELECT sess FROM "{src}".{s.name}' for s in plan.inputs)
-    merged = one(con, COUNT_MERGED.format(union=union, db=src))
+    union = " UNION ALL ".join(sql_maint.SEGMENT_SESSIONS.format(db=src, name=s.name) for s in plan.inputs)
+    merged = one(con, sql_maint.COUNT_MERGED.format(union=union, db=src))
     counts[plan.target] = int(merged[0]) if merged else -1
-    terms = one(con, COUNT_VOCAB_TERMS.format(db=src))
+    terms = one(con, sql_maint.COUNT_VOCAB_TERMS.format(db=src))
     counts["vocab_log"] = int(terms[0]) if terms else -1
     counts["segments"] += len(made) - len(inputs)
     if meta is not None:
@@ -295,12 +277,12 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None 
     src = database_name(con)
     attached = False
     try:
-        con.execute("SET enable_progress_bar = false")  # stdout is the command's (--json)
-        con.execute(f"ATTACH '{tmp}' AS {_ATTACHED_AS}")
+        con.execute(sql_maint.NO_PROGRESS_BAR)  # stdout is the command's (--json)
+        con.execute(sql_maint.ATTACH.format(path=tmp, name=_ATTACHED_AS))
         attached = True
         pause_at("attached")
         if merge is None:
-            con.execute(f'COPY FROM DATABASE "{src}" TO {_ATTACHED_AS}')
+            con.execute(sql_maint.COPY_DATABASE.format(src=src, name=_ATTACHED_AS))
         else:
             _copy_merging(con, src, merge)
         pause_at("copied")
@@ -309,7 +291,7 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None 
         if merge is not None:
             ours = _merged_signature(con, src, merge, ours)
             theirs = (sorted(theirs[0]), theirs[1], theirs[2])
-        con.execute(f"DETACH {_ATTACHED_AS}")
+        con.execute(sql_maint.DETACH.format(name=_ATTACHED_AS))
         attached = False
         if theirs != ours:
             raise ReclaimFailed("the copy does not match the database (catalog, row counts or meta row differ)")
@@ -320,7 +302,7 @@ def copy(con: duckdb.DuckDBPyConnection, db_path: Path, merge: MergePlan | None 
     except BaseException as exc:
         if attached:
             with contextlib.suppress(duckdb.Error):
-                con.execute(f"DETACH {_ATTACHED_AS}")
+                con.execute(sql_maint.DETACH.format(name=_ATTACHED_AS))
         _remove(tmp)
         if isinstance(exc, duckdb.Error):
             raise ReclaimFailed(f"copying the index failed: {str(exc).splitlines()[0][:300]}") from exc

@@ -23,7 +23,8 @@ import duckdb
 
 from aivault import log
 from aivault.envvars import env_int
-from aivault.indexer import schema as q
+from aivault.indexer import schema, sql_maint, sql_write
+from aivault.indexer.bm25_formula import SQL_VALUES
 from aivault.indexer.duck import one
 from aivault.indexer.store import now_ms, transaction
 
@@ -38,9 +39,6 @@ L0_FANIN = 6
 TIER_FANIN = 4
 TIER_RATIO = 4.0
 MAX_FANIN = 8
-# BM25 parameters; the merge orders postings by BM25 impact with the same values.
-K1 = 1.2
-B = 0.75
 # A merge of more postings than this sorts them in parts, one range of term hashes after another
 # (term_ranges): each part's sort fits in DuckDB's memory instead of spilling to disk. Measured on the
 # 59.4M postings of a one-shot 1M-message index (512 MB, two threads, alternated): one sort 14.7-17.6 s,
@@ -158,23 +156,22 @@ class SegmentSet:
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, next_segment: int) -> tuple[SegmentSet, int]:
         """Read the registry, drop orphans a crash left behind, make sure one segment is active."""
-        rows = con.execute(q.SELECT_SEGMENTS).fetchall()
+        rows = con.execute(sql_write.SELECT_SEGMENTS).fetchall()
         registered = {name for name, _ in rows}
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'seg\\_%' ESCAPE '\\'").fetchall()}
+        tables = {r[0] for r in con.execute(sql_maint.LIST_SEGMENT_TABLES).fetchall()}
         for orphan in sorted(tables - registered):
-            con.execute(q.DROP_SEGMENT.format(name=orphan))
+            con.execute(schema.DROP_SEGMENT.format(name=orphan))
             _log.info("dropped orphan segment", segment=orphan)
-        segs = [Segment(name, state, int(one(con, q.COUNT_SEGMENT.format(name=name))[0]))  # type: ignore[index]
+        segs = [Segment(name, state, int(one(con, sql_maint.COUNT_SEGMENT.format(name=name))[0]))  # type: ignore[index]
                 for name, state in rows]
         out = cls(segs)
         if not any(s.state == "active" for s in segs):
             name = f"seg_{next_segment}"
             next_segment += 1
             with transaction(con):
-                con.execute(q.CREATE_SEGMENT.format(name=name))
-                con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
-                con.execute(q.SET_NEXT_SEGMENT, [next_segment])
+                con.execute(schema.CREATE_SEGMENT.format(name=name))
+                con.execute(sql_write.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
+                con.execute(sql_write.SET_NEXT_SEGMENT, [next_segment])
             out.segments.append(Segment(name, "active", 0))
         return out, next_segment
 
@@ -183,10 +180,10 @@ class SegmentSet:
         old = self.active
         name = f"seg_{next_segment}"
         with transaction(con):
-            con.execute(q.CREATE_SEGMENT.format(name=name))
-            con.execute(q.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
-            con.execute(q.SET_SEGMENT_STATE, ["frozen", old.name])
-            con.execute(q.SET_NEXT_SEGMENT, [next_segment + 1])
+            con.execute(schema.CREATE_SEGMENT.format(name=name))
+            con.execute(sql_write.INSERT_SEGMENT_ROW, [name, "active", now_ms()])
+            con.execute(sql_write.SET_SEGMENT_STATE, ["frozen", old.name])
+            con.execute(sql_write.SET_NEXT_SEGMENT, [next_segment + 1])
         old.state = "frozen"
         self.segments.append(Segment(name, "active", 0))
         return next_segment + 1
@@ -259,48 +256,48 @@ class SegmentSet:
         failed single statement leaves, an unregistered table that is dropped (``abandon``, or as an
         orphan at the next start).
         """
-        con.execute("SET SESSION preserve_insertion_order = false")
-        union = " UNION ALL ".join(f"SELECT * FROM {source}{s.name}" for s in plan.inputs)
+        con.execute(sql_maint.UNORDERED_INSERTS)
+        union = " UNION ALL ".join(sql_maint.SEGMENT_ROWS.format(source=source, name=s.name) for s in plan.inputs)
         ranges = term_ranges(sum(s.rows for s in plan.inputs))
         if len(plan.inputs) <= MAX_FANIN:
             try:
                 SegmentSet._sort(con, plan, union, ranges)
             except duckdb.OutOfMemoryException:
                 _log.warning("merge ran out of memory; retrying through a staging table", target=plan.target)
-                con.execute(q.DROP_SEGMENT.format(name=plan.target))
+                con.execute(schema.DROP_SEGMENT.format(name=plan.target))
             else:
                 return SegmentSet._count(con, plan)
         staging = f"{plan.target}_staging"
-        con.execute(q.CREATE_STAGING.format(staging=staging, union=union))
+        con.execute(sql_maint.CREATE_STAGING.format(staging=staging, union=union))
         try:
-            SegmentSet._sort(con, plan, f"SELECT * FROM {staging}", ranges)
+            SegmentSet._sort(con, plan, sql_maint.SEGMENT_ROWS.format(source="", name=staging), ranges)
         finally:
-            con.execute(q.DROP_SEGMENT.format(name=staging))
+            con.execute(schema.DROP_SEGMENT.format(name=staging))
         return SegmentSet._count(con, plan)
 
     @staticmethod
     def _sort(con: duckdb.DuckDBPyConnection, plan: MergePlan, inputs: str, ranges: list[str]) -> None:
         """Write ``plan.target`` from ``inputs`` sorted: one statement, or one per term range."""
-        args = {"target": plan.target, "inputs": inputs, "k1": K1, "b": B, "avgdl": plan.avgdl}
+        args = {"target": plan.target, "inputs": inputs, **SQL_VALUES, "avgdl": plan.avgdl}
         if not ranges:
-            con.execute(q.MERGE_SEGMENTS.format(terms="", **args))
+            con.execute(sql_maint.MERGE_SEGMENTS.format(terms="", **args))
             return
-        con.execute(q.CREATE_SEGMENT.format(name=plan.target))
+        con.execute(schema.CREATE_SEGMENT.format(name=plan.target))
         for terms in ranges:
-            con.execute(q.MERGE_SEGMENT_PART.format(terms=f" AND {terms}", **args))
+            con.execute(sql_maint.MERGE_SEGMENT_PART.format(terms=f" AND {terms}", **args))
 
     @staticmethod
     def _count(con: duckdb.DuckDBPyConnection, plan: MergePlan) -> int:
-        row = one(con, q.COUNT_SEGMENT.format(name=plan.target))
+        row = one(con, sql_maint.COUNT_SEGMENT.format(name=plan.target))
         return int(row[0]) if row else 0
 
     def register(self, con: duckdb.DuckDBPyConnection, plan: MergePlan, rows: int, next_segment: int) -> None:
         """Swap the merged segment in for its inputs (a short transaction on the writer)."""
         with transaction(con):
             for s in plan.inputs:
-                con.execute(q.DELETE_SEGMENT_ROW, [s.name])
-            con.execute(q.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at or now_ms()])
-            con.execute(q.RAISE_NEXT_SEGMENT, [next_segment])
+                con.execute(sql_maint.DELETE_SEGMENT_ROW, [s.name])
+            con.execute(sql_write.INSERT_SEGMENT_ROW, [plan.target, "sorted", plan.created_at or now_ms()])
+            con.execute(sql_maint.RAISE_NEXT_SEGMENT, [next_segment])
         names = {s.name for s in plan.inputs}
         sorted_before = [s for s in self.segments if s.state == "sorted" and s.name not in names]
         others = [s for s in self.segments if s.state != "sorted" and s.name not in names]
@@ -314,7 +311,7 @@ class SegmentSet:
         orphan at the next start); its inputs stay as they were."""
         self.merging = False
         try:
-            con.execute(q.DROP_SEGMENT.format(name=plan.target))
+            con.execute(schema.DROP_SEGMENT.format(name=plan.target))
         except duckdb.Error as exc:
             _log.warning("a failed merge's table was not dropped; the next start drops it", target=plan.target,
                          error=str(exc))
@@ -324,5 +321,5 @@ class SegmentSet:
             return
         with lock.exclusive():
             for name in self.to_drop:
-                con.execute(q.DROP_SEGMENT.format(name=name))
+                con.execute(schema.DROP_SEGMENT.format(name=name))
         self.to_drop.clear()

@@ -31,7 +31,7 @@ import numpy as np
 
 from aivault import log
 from aivault.embed import Embedder
-from aivault.indexer import schema as q
+from aivault.indexer import sql_write
 from aivault.priority import SearchGate
 
 _log = log.get("semantic")
@@ -208,9 +208,9 @@ class SemanticWorker:
         base = int(getattr(embedder, "threads", 1))
         chooser = ThreadChooser(base, int(getattr(embedder, "boost_threads", base)))
         while self.gate.enter(self._stop):
-            cur.execute("BEGIN TRANSACTION")
+            cur.execute(sql_write.BEGIN_SNAPSHOT)
             try:
-                rows = cur.execute(q.SELECT_TO_EMBED, [watermark, READ_BATCH]).fetchall()
+                rows = cur.execute(sql_write.SELECT_TO_EMBED, [watermark, READ_BATCH]).fetchall()
                 hashes = sorted({int(h) for _, h, _ in rows} - fresh.keys())
                 known: dict[int, np.ndarray] = {}
                 if hashes:
@@ -218,14 +218,13 @@ class SemanticWorker:
 
                     cur.register("b_hashes", pa.table({"hash": pa.array(hashes, pa.int64())}))
                     try:
-                        found = cur.execute("""SELECT hash, any_value(vec) FROM vectors
-                            WHERE hash IN (SELECT hash FROM b_hashes) GROUP BY hash""").fetchall()
+                        found = cur.execute(sql_write.SELECT_KNOWN_VECTORS).fetchall()
                     finally:
                         cur.unregister("b_hashes")
                     vecs = from_blobs([bytes(v) for _, v in found], embedder.dims)
                     known = {int(h): vecs[i] for i, (h, _) in enumerate(found)}
             finally:
-                cur.execute("ROLLBACK")
+                cur.execute(sql_write.ROLLBACK)
             if rows:
                 self.stats.state = "embedding"
                 todo: dict[int, str] = {}

@@ -28,7 +28,7 @@ from aivault.embed import Embedder
 from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.heap import release_free_memory, tune_for_bulk
 from aivault.home import Home
-from aivault.indexer import reclaim
+from aivault.indexer import reclaim, sql_maint
 from aivault.indexer.mailbox import (
     CompactAsked,
     CopyMergeAsked,
@@ -115,8 +115,8 @@ class IndexerService:
         self.con = con
         if bulk:
             tune_for_bulk("indexer")  # its batches' large buffers (aivault/heap.py)
-            con.execute(f"SET memory_limit = '{BULK_MEMORY_LIMIT}'")
-            con.execute(f"SET threads = {BULK_PASS_THREADS}")
+            con.execute(sql_maint.SET_MEMORY_LIMIT.format(limit=BULK_MEMORY_LIMIT))
+            con.execute(sql_maint.SET_THREADS.format(threads=BULK_PASS_THREADS))
         self.writer = Writer(con.cursor(), meta, self.lock)
         self.merges = Merges(con, self.writer, self._post)
         if bulk:
@@ -454,8 +454,8 @@ class IndexerService:
             case EndBulk():
                 if self.bulk:
                     self.bulk = False
-                    self.writer.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-                    self.writer.con.execute(f"SET threads = {THREADS}")
+                    self.writer.con.execute(sql_maint.SET_MEMORY_LIMIT.format(limit=MEMORY_LIMIT))
+                    self.writer.con.execute(sql_maint.SET_THREADS.format(threads=THREADS))
                     self.merges.threads = MERGE_THREADS
                     _log.info("bulk load ended: sorting its postings for searches")
                     self.merges.compact(self.merges.mode or "frozen")
@@ -541,7 +541,7 @@ class IndexerService:
                 # The pass is over and the scanners idle: the checkpoint that follows (the pass's last
                 # WAL, written into blocks so they can be counted) compresses its row groups on every
                 # thread (at 1M messages 1.3-1.4 s instead of 1.5-2.1 on the pass's one thread).
-                self.writer.con.execute(f"SET threads = {THREADS}")
+                self.writer.con.execute(sql_maint.SET_THREADS.format(threads=THREADS))
             worth = reclaim.merge_worth_copying(self.writer.con, plan, self.home.db_path)
         except duckdb.Error as exc:
             worth = False

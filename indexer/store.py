@@ -25,7 +25,7 @@ from aivault import log
 from aivault.envvars import env_int
 from aivault.errors import AivaultError, DataDirUnusable, IndexDamaged, IndexLocked, IndexMissing
 from aivault.home import Home
-from aivault.indexer import schema as q
+from aivault.indexer import schema, sql_maint, sql_write
 from aivault.indexer.duck import one
 from aivault.text import TOKENIZER_VERSION
 
@@ -175,8 +175,8 @@ def verify_readable(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     Counting rows is answered from metadata, so each column is hashed to make DuckDB read it.
     """
     try:
-        for (table,) in con.execute(q.LIST_TABLES).fetchall():
-            con.execute(q.READ_EVERY_COLUMN.format(table=table)).fetchall()
+        for (table,) in con.execute(sql_maint.LIST_TABLES).fetchall():
+            con.execute(sql_maint.READ_EVERY_COLUMN.format(table=table)).fetchall()
     except duckdb.Error as exc:
         raise damaged(path, exc) from exc
 
@@ -244,7 +244,7 @@ def connect(db_path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         raise open_error(db_path, exc, read_only=read_only) from exc
     if not read_only:
-        con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+        con.execute(sql_maint.SET_CHECKPOINT_THRESHOLD.format(threshold=CHECKPOINT_THRESHOLD))
         for suffix in ("", ".wal"):
             p = Path(str(db_path) + suffix)
             if p.exists():
@@ -261,7 +261,7 @@ def close_writer(con: duckdb.DuckDBPyConnection) -> None:
     close, which leaves the WAL for the next writer.
     """
     try:
-        con.execute("CHECKPOINT")
+        con.execute(sql_maint.CHECKPOINT)
     except duckdb.Error as exc:
         _log.debug("no checkpoint before closing the index; its WAL is replayed by the next writer", error=str(exc))
     con.close()
@@ -310,13 +310,13 @@ WRITES = WriteFence()
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """BEGIN ... COMMIT, or ROLLBACK if anything in the block raises (then re-raise)."""
     with WRITES.held():
-        con.execute("BEGIN")
+        con.execute(sql_write.BEGIN)
         try:
             yield
         except BaseException:
-            con.execute("ROLLBACK")
+            con.execute(sql_write.ROLLBACK)
             raise
-        con.execute("COMMIT")
+        con.execute(sql_write.COMMIT)
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> Meta:
@@ -331,28 +331,28 @@ def migrate_from(con: duckdb.DuckDBPyConnection) -> tuple[Meta, int]:
 
 
 def _migrate(con: duckdb.DuckDBPyConnection) -> tuple[Meta, int]:
-    con.execute("BEGIN")
+    con.execute(sql_write.BEGIN)
     try:
-        con.execute(q.CREATE_VERSION_TABLE)
-        row = one(con, q.SELECT_VERSION)
+        con.execute(schema.CREATE_VERSION_TABLE)
+        row = one(con, schema.SELECT_VERSION)
         version = int(row[0]) if row else 0
-        for v in range(version + 1, q.SCHEMA_VERSION + 1):
-            for stmt in q.MIGRATIONS[v]:
+        for v in range(version + 1, schema.SCHEMA_VERSION + 1):
+            for stmt in schema.MIGRATIONS[v]:
                 con.execute(stmt)
-            con.execute(q.INSERT_VERSION, [v, now_ms()])
-        if one(con, q.COUNT_META) == (0,):
+            con.execute(schema.INSERT_VERSION, [v, now_ms()])
+        if one(con, schema.COUNT_META) == (0,):
             import uuid  # here: a read-only search never creates an identity (uuid imports platform)
 
-            con.execute(q.INSERT_META, [uuid.uuid4().hex, now_ms(), TOKENIZER_VERSION])
-        con.execute("COMMIT")
+            con.execute(schema.INSERT_META, [uuid.uuid4().hex, now_ms(), TOKENIZER_VERSION])
+        con.execute(sql_write.COMMIT)
     except BaseException:
-        con.execute("ROLLBACK")
+        con.execute(sql_write.ROLLBACK)
         raise
     return read_meta(con), version
 
 
 def read_meta(con: duckdb.DuckDBPyConnection) -> Meta:
-    row = one(con, q.SELECT_META)
+    row = one(con, schema.SELECT_META)
     if row is None:
         raise RuntimeError("the index has no meta row; run `aivault clear` to rebuild it")
     return Meta(str(row[0]), *(int(r) for r in row[1:]))
@@ -368,8 +368,8 @@ _WATERMARKED = (("chunks", "chunk", "next_chunk"), ("sessions", "sess", "next_se
 def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int]]:
     """(table, id column, first id no commit has handed out) for every table a batch appends to."""
     checks = [(t, col, int(getattr(meta, counter))) for t, col, counter in _WATERMARKED]
-    tables = {r[0] for r in con.execute(q.LIST_TABLES).fetchall()}
-    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()
+    tables = {r[0] for r in con.execute(sql_maint.LIST_TABLES).fetchall()}
+    checks += [(name, "chunk", meta.next_chunk) for name, _ in con.execute(sql_write.SELECT_SEGMENTS).fetchall()
                if name in tables]
     return checks
 
@@ -377,7 +377,7 @@ def _watermark_checks(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[
 def _unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> list[tuple[str, str, int, int]]:
     out = []
     for table, col, watermark in _watermark_checks(con, meta):
-        row = one(con, q.COUNT_UNFINISHED.format(table=table, col=col), [watermark])
+        row = one(con, sql_maint.COUNT_UNFINISHED.format(table=table, col=col), [watermark])
         if row and row[0]:
             out.append((table, col, watermark, int(row[0])))
     return out
@@ -406,12 +406,12 @@ def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, i
 
     with transaction(con):
         for table, col, watermark, _ in found:
-            con.execute(q.DELETE_UNFINISHED.format(table=table, col=col), [watermark])
+            con.execute(sql_maint.DELETE_UNFINISHED.format(table=table, col=col), [watermark])
     removed = {table: n for table, _, _, n in found}
     for table, n in removed.items():
         integrity.record(con, "unfinished-commit", f"{table}: {n:,} row(s) of a commit that never finished "
                                                    "removed", n)
-    con.execute("CHECKPOINT")
+    con.execute(sql_maint.CHECKPOINT)
     _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
                  "committing; DuckDB had kept part of that commit)", rows=removed)
     return removed
@@ -425,14 +425,14 @@ def reindex_if_stale(con: duckdb.DuckDBPyConnection, meta: Meta) -> Meta:
     """
     if meta.tokenizer == TOKENIZER_VERSION:
         return meta
-    segments = [str(name) for name, _ in con.execute(q.SELECT_SEGMENTS).fetchall()]
+    segments = [str(name) for name, _ in con.execute(sql_write.SELECT_SEGMENTS).fetchall()]
     with transaction(con):
         for name in segments:
-            con.execute(q.DROP_SEGMENT.format(name=name))
-        for stmt in q.FORGET_INDEXED:
+            con.execute(schema.DROP_SEGMENT.format(name=name))
+        for stmt in schema.FORGET_INDEXED:
             con.execute(stmt)
-        con.execute(q.RESET_META, [TOKENIZER_VERSION])
-        con.execute(q.NEW_VECTOR_EPOCH)
+        con.execute(schema.RESET_META, [TOKENIZER_VERSION])
+        con.execute(schema.NEW_VECTOR_EPOCH)
     new = read_meta(con)
     _log.warning("the index was built by another tokenizer version: its text index was emptied and every "
                  "transcript is read again by this indexing pass", indexed=meta.tokenizer, current=TOKENIZER_VERSION,
@@ -469,7 +469,7 @@ def _open_read_write(home: Home, *, reindex: bool) -> tuple[duckdb.DuckDBPyConne
         if unclean:
             # First, before any statement could leave an index unbound until the close: see
             # indexer/integrity.py (DuckDB's shutdown checkpoint drops a replayed WAL's index entries).
-            con.execute("CHECKPOINT")
+            con.execute(sql_maint.CHECKPOINT)
         meta, version = migrate_from(con)
         repair_unfinished(con, meta)
         if unclean or 0 < version < INDEXES_CHECKED_SINCE:

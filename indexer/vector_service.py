@@ -23,7 +23,7 @@ from aivault import log
 from aivault.embed import Embedder
 from aivault.errors import EmbedError
 from aivault.home import Home
-from aivault.indexer import schema as q
+from aivault.indexer import schema, sql_write
 from aivault.indexer.duck import one
 from aivault.indexer.mailbox import Mail, VectorsAlign, VectorsPublish, VectorsSwap
 from aivault.indexer.semantic import Publication, SemanticWorker, from_blobs, to_blob
@@ -58,7 +58,7 @@ def build_from_stored(con: duckdb.DuckDBPyConnection, watermark: int, dims: int)
     """An index over every vector DuckDB holds for chunks at or below ``watermark`` (no embedding)."""
     cur = con.cursor()
     try:
-        rows = cur.execute(q.SELECT_ALL_VECTORS, [watermark]).fetchall()
+        rows = cur.execute(sql_write.SELECT_ALL_VECTORS, [watermark]).fetchall()
     finally:
         cur.close()
     # In chunk order, the order a live index receives them: equal similarities (equal texts) then
@@ -238,7 +238,7 @@ class VectorService:
         eligible = embedded = 0
         cur = self.con.cursor()
         try:
-            row = one(cur, q.COUNT_ELIGIBLE, [vstate.watermark if vstate else 0])
+            row = one(cur, sql_write.COUNT_ELIGIBLE, [vstate.watermark if vstate else 0])
             if row:
                 eligible, embedded = int(row[0]), int(row[1]) if vstate else 0
         finally:
@@ -290,8 +290,8 @@ class ReadOnlyVectors:
         stored vectors belong to another model (or there are none)."""
         cur = self.con.cursor()
         try:
-            row = one(cur, q.SELECT_VECTOR_STATE)
-            ident = one(cur, q.SELECT_IDENTITY)
+            row = one(cur, sql_write.SELECT_VECTOR_STATE)
+            ident = one(cur, schema.SELECT_IDENTITY)
         finally:
             cur.close()
         if row is None or ident is None or str(row[0]) != self.fingerprint:

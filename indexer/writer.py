@@ -20,8 +20,8 @@ import pyarrow as pa
 from aivault import log
 from aivault.codec import BatchPayload, decode_batch
 from aivault.errors import ProtocolError
-from aivault.indexer import schema as q
 from aivault.indexer import segments as seg_mod
+from aivault.indexer import sql_maint, sql_write
 from aivault.indexer.batch import (
     BatchPlan,
     BatchTables,
@@ -63,13 +63,13 @@ class Writer:
         self.lock = lock
         self.files: dict[str, FileEntry] = {}
         for path, file_id, sess, offset, present, malformed, oversized, expired, skips in \
-                con.execute(q.SELECT_FILES_CACHE).fetchall():
+                con.execute(sql_write.SELECT_FILES_CACHE).fetchall():
             self.files[path] = FileEntry(int(file_id), int(sess), int(offset), bool(present), int(malformed),
                                          int(oversized), bool(expired), load_skips(skips))
         self.sess_sig: dict[int, bytes] = {}
         self.titles: dict[tuple[str, str], str] = {(str(a), str(s)): str(t)
-                                                   for a, s, t in con.execute(q.SELECT_TITLES).fetchall()}
-        row = one(con, q.SELECT_VECTOR_STATE)
+                                                   for a, s, t in con.execute(sql_write.SELECT_TITLES).fetchall()}
+        row = one(con, sql_write.SELECT_VECTOR_STATE)
         self.vstate: VectorState | None = VectorState(str(row[0]), int(row[1]), int(row[2])) if row else None
         # Chunk ids deleted since the vector index last took them out (it must drop them too).
         self.dropped_chunks: list[np.ndarray] = []
@@ -79,12 +79,12 @@ class Writer:
 
     # --- snapshot for the scanner -------------------------------------------------------------
     def snapshot(self) -> list[list[Any]]:
-        return [list(r) for r in self.con.execute(q.SELECT_FILES_SNAPSHOT).fetchall()]
+        return [list(r) for r in self.con.execute(sql_write.SELECT_FILES_SNAPSHOT).fetchall()]
 
     def states(self, paths: list[str]) -> dict[str, bytes | None]:
         self.con.register("b_paths", pa.table({"path": pa.array(paths, pa.string())}))
         try:
-            return {p: s for p, s in self.con.execute(q.SELECT_STATES).fetchall()}
+            return {p: s for p, s in self.con.execute(sql_write.SELECT_STATES).fetchall()}
         finally:
             self.con.unregister("b_paths")
 
@@ -119,32 +119,32 @@ class Writer:
                 dropped_chunks = dropped_dl = 0
                 dropped_ids = np.zeros(0, np.int64)
                 if plan.drop_sess:
-                    dropped_ids = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()],
+                    dropped_ids = np.asarray([r[0] for r in con.execute(sql_write.SELECT_DROPPED_CHUNKS).fetchall()],
                                              np.int64)
-                    totals = one(con, q.CHUNK_TOTALS_OF)
+                    totals = one(con, sql_write.CHUNK_TOTALS_OF)
                     dropped_chunks, dropped_dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
-                    con.execute(q.DELETE_CHUNKS_OF)
-                    con.execute(q.DELETE_SESSIONS_OF)
+                    con.execute(sql_write.DELETE_CHUNKS_OF)
+                    con.execute(sql_write.DELETE_SESSIONS_OF)
                 for name, table in tables.rows.items():
                     con.register(name, table)
                 if plan.n_chunks:
-                    con.execute(q.INSERT_CHUNKS)
+                    con.execute(sql_write.INSERT_CHUNKS)
                 if len(payload.p_term):
-                    con.execute(q.INSERT_POSTINGS.format(segment=segment))
+                    con.execute(sql_write.INSERT_POSTINGS.format(segment=segment))
                 if plan.file_rows:
-                    con.execute(q.DELETE_FILES)
-                    con.execute(q.INSERT_FILES)
+                    con.execute(sql_write.DELETE_FILES)
+                    con.execute(sql_write.INSERT_FILES)
                 if plan.sess_rows:
-                    con.execute(q.DELETE_SESSIONS_IN_BATCH)
-                    con.execute(q.INSERT_SESSIONS)
+                    con.execute(sql_write.DELETE_SESSIONS_IN_BATCH)
+                    con.execute(sql_write.INSERT_SESSIONS)
                 if plan.gone:
-                    con.execute(q.MARK_GONE_SESSIONS)
-                    con.execute(q.MARK_GONE_FILES)
+                    con.execute(sql_write.MARK_GONE_SESSIONS)
+                    con.execute(sql_write.MARK_GONE_FILES)
                 if plan.titles:
-                    con.execute(q.DELETE_TITLES)
-                    con.execute(q.INSERT_TITLES)
+                    con.execute(sql_write.DELETE_TITLES)
+                    con.execute(sql_write.INSERT_TITLES)
                 if payload.vocab:
-                    con.execute(q.INSERT_VOCAB)
+                    con.execute(sql_write.INSERT_VOCAB)
                 new_meta = meta.advanced(
                     generation=meta.generation + (1 if plan.changed else 0),
                     next_file=plan.next_file,
@@ -181,7 +181,7 @@ class Writer:
         self.segments.active.rows += plan.n_postings
 
     def _write_meta(self, m: Meta) -> None:
-        self.con.execute(q.UPDATE_META, [m.generation, m.next_file, m.next_sess, m.next_chunk, m.next_segment,
+        self.con.execute(sql_write.UPDATE_META, [m.generation, m.next_file, m.next_sess, m.next_chunk, m.next_segment,
                                          m.n_chunks, m.sum_dl])
 
     def sweep(self, cutoff_ms: int, *, batch: int = 200, should_stop: Callable[[], bool] | None = None) -> int:
@@ -193,7 +193,7 @@ class Writer:
         """
         removed = 0
         while not (should_stop and should_stop()):
-            rows = self.con.execute(q.SELECT_EXPIRED, [cutoff_ms, batch]).fetchall()
+            rows = self.con.execute(sql_write.SELECT_EXPIRED, [cutoff_ms, batch]).fetchall()
             if not rows:
                 break
             sess = [int(r[0]) for r in rows]
@@ -203,12 +203,13 @@ class Writer:
                 with transaction(con):
                     con.register("b_drop", pa.table({"sess": pa.array(sess, pa.int32()),
                                                       "file_id": pa.array(file_ids, pa.int32())}))
-                    dropped = np.asarray([r[0] for r in con.execute(q.SELECT_DROPPED_CHUNKS).fetchall()], np.int64)
-                    totals = one(con, q.CHUNK_TOTALS_OF)
+                    dropped = np.asarray([r[0] for r in con.execute(sql_write.SELECT_DROPPED_CHUNKS).fetchall()],
+                                         np.int64)
+                    totals = one(con, sql_write.CHUNK_TOTALS_OF)
                     n, dl = (int(totals[0]), int(totals[1])) if totals else (0, 0)
-                    con.execute(q.DELETE_CHUNKS_OF)
-                    con.execute(q.DELETE_SESSIONS_OF)
-                    con.execute(q.EXPIRE_FILES)
+                    con.execute(sql_write.DELETE_CHUNKS_OF)
+                    con.execute(sql_write.DELETE_SESSIONS_OF)
+                    con.execute(sql_write.EXPIRE_FILES)
                     vstate = self._bump_vector_epoch() if len(dropped) else None
                     meta = self.meta.advanced(generation=self.meta.generation + 1, n_chunks=self.meta.n_chunks - n,
                                               sum_dl=self.meta.sum_dl - dl)
@@ -230,8 +231,8 @@ class Writer:
 
     def forget_expired(self) -> int:
         """Drop the rows of expired files so the next full pass reads them again (retention changed)."""
-        row = one(self.con, q.COUNT_EXPIRED_FILES)
-        self.con.execute(q.FORGET_EXPIRED_FILES)
+        row = one(self.con, sql_write.COUNT_EXPIRED_FILES)
+        self.con.execute(sql_write.FORGET_EXPIRED_FILES)
         for path in [p for p, e in self.files.items() if e.expired]:
             del self.files[path]
         return int(row[0]) if row else 0
@@ -242,7 +243,7 @@ class Writer:
         if self.vstate is None:
             return None
         v = VectorState(self.vstate.fingerprint, self.vstate.watermark, self.vstate.epoch + 1)
-        self.con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+        self.con.execute(sql_write.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
         return v
 
     def align_vectors(self, fingerprint: str) -> VectorState:
@@ -252,14 +253,14 @@ class Writer:
         con = self.con
         with transaction(con):
             if self.vstate is None:
-                con.execute(q.INSERT_VECTOR_STATE, [fingerprint])
+                con.execute(sql_write.INSERT_VECTOR_STATE, [fingerprint])
                 v = VectorState(fingerprint, 0, 0)
             else:
                 _log.warning("embedding model changed: all vectors are rebuilt", old=self.vstate.fingerprint,
                              new=fingerprint)
-                con.execute(q.DELETE_ALL_VECTORS)
+                con.execute(sql_write.DELETE_ALL_VECTORS)
                 v = VectorState(fingerprint, 0, self.vstate.epoch + 1)
-                con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+                con.execute(sql_write.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
                 meta = self.meta.advanced(generation=self.meta.generation + 1)
                 self._write_meta(meta)
         if self.vstate is not None:
@@ -278,8 +279,8 @@ class Writer:
                 con.register("b_vectors", pa.table({"hash": pa.array(hashes, pa.int64()),
                                                     "vec": pa.array(blobs, pa.binary())}))
                 if hashes:
-                    con.execute(q.INSERT_VECTORS)
-                con.execute(q.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
+                    con.execute(sql_write.INSERT_VECTORS)
+                con.execute(sql_write.UPDATE_VECTOR_STATE, [v.fingerprint, v.watermark, v.epoch])
                 self._write_meta(meta)
         finally:
             con.unregister("b_vectors")
@@ -289,13 +290,13 @@ class Writer:
 
     def dedupe_vocab(self) -> int:
         """Drop repeated vocabulary rows (typo repair reads this table); returns the rows removed."""
-        row = one(self.con, q.COUNT_VOCAB)
+        row = one(self.con, sql_maint.COUNT_VOCAB)
         before = int(row[0]) if row else 0
         if before <= self._vocab_after_dedupe * 2 + 10_000:
             return 0
         with transaction(self.con):
-            self.con.execute(q.DEDUPE_VOCAB)
-        row = one(self.con, q.COUNT_VOCAB)
+            self.con.execute(sql_maint.DEDUPE_VOCAB)
+        row = one(self.con, sql_maint.COUNT_VOCAB)
         self._vocab_after_dedupe = int(row[0]) if row else 0
         return before - self._vocab_after_dedupe
 
@@ -307,9 +308,9 @@ class Writer:
     def save_observations(self, values: dict[str, str]) -> None:
         """Persist the indexer's last observations (they change no search result)."""
         with transaction(self.con):
-            self.con.execute(q.DELETE_OBSERVATIONS)
+            self.con.execute(sql_write.DELETE_OBSERVATIONS)
             for k, v in values.items():
-                self.con.execute(q.INSERT_OBSERVATION, [k, v])
+                self.con.execute(sql_write.INSERT_OBSERVATION, [k, v])
 
     # --- segment upkeep (called between batches) ----------------------------------------------
     def maybe_freeze(self, force: bool = False) -> bool:

@@ -18,8 +18,8 @@ from typing import Any
 
 import duckdb
 
+from aivault.indexer.bm25_formula import SQL_VALUES
 from aivault.indexer.duck import one
-from aivault.indexer.segments import K1, B
 from aivault.query import sql
 from aivault.query.records import Plan, Row, Snapshot
 from aivault.query.request import SearchRequest
@@ -175,7 +175,7 @@ def _capped_order(state: str, snap: Snapshot, filtered: bool) -> str:
     adds, which would take an arbitrary TERM_CAP of them: its row order is asked for then)."""
     if state == "sorted":
         return sql.STORAGE_ORDER if filtered else ""
-    return sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)
+    return sql.IMPACT_ORDER.format(**SQL_VALUES, avgdl=snap.avgdl)
 
 
 def _postings(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[int, int], filt_sql: str,
@@ -211,7 +211,7 @@ def _scans(snap: Snapshot, hashes: list[int], capped_terms: list[int], conv: str
             parts.append(branches[0])
         else:
             parts.append(sql.CAPPED_ACROSS.format(branches=" UNION ALL ".join(branches), cap=TERM_CAP,
-                                                  order=sql.IMPACT_ORDER.format(k1=K1, b=B, avgdl=snap.avgdl)))
+                                                  order=sql.IMPACT_ORDER.format(**SQL_VALUES, avgdl=snap.avgdl)))
     return parts, args
 
 
@@ -231,8 +231,8 @@ def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Sn
     order = sql.ORDER_BY_RELEVANCE if req.filters.sort == "relevance" else sql.ORDER_BY_NEWEST
     statement = sql.SCORE_SESSIONS.format(
         postings=" UNION ALL ".join(parts), idf_rows=idf_rows,
-        bm25=sql.BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=snap.avgdl),
-        session_bm25=sql.SESSION_BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=avg_sdl),
+        bm25=sql.BM25_SUM.format(**SQL_VALUES, avgdl=snap.avgdl),
+        session_bm25=sql.SESSION_BM25_SUM.format(**SQL_VALUES, avgdl=avg_sdl),
         chunk_weight=repr(SESSION_CHUNK_WEIGHT), filters=filt_sql, order=order)
     total = sum(_idf(n_sess, min(sdf.get(h, 0), n_sess)) for h in hashes) or 1.0
     page: list[Row] = []
@@ -278,7 +278,7 @@ def _statement(req: SearchRequest, snap: Snapshot, hashes: list[int], df: dict[i
         drv_args = [a for _ in snap.segments for a in (filt_args if sess_f else [])]
     having = sql.HAVING_ALL_TERMS.format(n=len(hashes)) if require_all and len(hashes) > 1 else ""
     order = sql.ORDER_BY_RELEVANCE if req.filters.sort == "relevance" else sql.ORDER_BY_NEWEST
-    bm25 = sql.BM25_SUM.format(k1_plus_1=K1 + 1, k1=K1, b=B, avgdl=snap.avgdl)
+    bm25 = sql.BM25_SUM.format(**SQL_VALUES, avgdl=snap.avgdl)
     page_sql = sql.SCORE_PAGE.format(filters=filt_sql, order=order)
     if phrase:
         page_sql = sql.BEFORE_UNION.format(statement=page_sql)

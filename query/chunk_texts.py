@@ -101,7 +101,7 @@ def write_segment(cur: duckdb.DuckDBPyConnection, identity: str, lo: int, tmp: P
     """Write the text segment from chunk id ``lo`` up to ``next_chunk`` into ``tmp``, read in one
     transaction; (hi, rows, text bytes). ``stopping()`` true abandons it (raises InterruptedError)."""
     with sql.read_transaction(cur):
-        row = one(cur, "SELECT next_chunk FROM meta")
+        row = one(cur, sql.SELECT_NEXT_CHUNK)
         hi = int(row[0]) if row else lo
         parts: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
         offsets = [np.zeros(1, np.int64)]
@@ -110,8 +110,7 @@ def write_segment(cur: duckdb.DuckDBPyConnection, identity: str, lo: int, tmp: P
             for start in range(lo, hi, TEXT_BUILD_SLICE):
                 if stopping():
                     raise InterruptedError
-                got = cur.execute("SELECT chunk, sess, role, ts, text FROM chunks WHERE chunk >= ? AND chunk < ? "
-                                  "ORDER BY chunk", [start, min(start + TEXT_BUILD_SLICE, hi)]).fetchnumpy()
+                got = cur.execute(sql.SELECT_CHUNK_TEXTS, [start, min(start + TEXT_BUILD_SLICE, hi)]).fetchnumpy()
                 if not len(got["chunk"]):
                     continue
                 ts = got["ts"]

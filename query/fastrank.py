@@ -22,8 +22,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aivault.indexer.bm25_formula import AS_WRITTEN, impact, weighted
 from aivault.indexer.duck import one
-from aivault.indexer.segments import K1, B
 from aivault.query import sql
 from aivault.query.chunk_texts import Row as EvidenceRow
 from aivault.query.chunk_texts import TextSegment
@@ -34,15 +34,11 @@ from aivault.query.weights import PHRASE_CANDIDATES, SESSION_CHUNK_WEIGHT
 from aivault.query.weights import idf as _idf
 
 # The constants exactly as the SQL writes them (str() of the float, read back as a DOUBLE).
-_K1 = float(str(K1))
-_B = float(str(B))
-_K1P1 = float(str(K1 + 1))
+_K1 = AS_WRITTEN["k1"]
+_B = AS_WRITTEN["b"]
+_K1P1 = AS_WRITTEN["k1_plus_1"]
 _CHUNK_WEIGHT = float(repr(SESSION_CHUNK_WEIGHT))
 
-SELECT_UNSORTED = ("SELECT {seg}::INTEGER AS seg, term, chunk, sess, tf, dl, conv FROM {name} "
-                   "WHERE term IN ({terms})")
-SELECT_SESSION_TIMES = "SELECT sess, updated_at FROM sessions"
-SELECT_SESSION_LENGTHS = "SELECT sess, sum(dl)::DOUBLE FROM chunks GROUP BY sess"
 # Group postings by chunk through a table over the chunk ids (np.bincount) rather than a sort when
 # there are more than one posting per this many ids of the range (a sort of n costs more than a
 # pass over n * DENSE_GROUPING slots).
@@ -50,14 +46,6 @@ DENSE_GROUPING = 16
 # Any-word ranking sums each term's tf per session in a table over (session, term) slots up to this
 # many slots (sessions x query terms; 8 MB of counts), else by a sort.
 DENSE_PAIRS_MAX = 1 << 20
-SELECT_ALLOWED = "SELECT s.sess FROM sessions s WHERE {filters}"
-SELECT_TITLES = "SELECT agent, session_id, title FROM titles"
-# A page's sessions; titles are joined in Python (SessionTable.titles). ``list_contains`` rather than
-# IN: DuckDB plans an IN list of constants as a join, ~3x slower on a page of ids (bench, 100k).
-_PAGE_SESSION_COLUMNS = """s.sess, s.agent, s.session_id, s.title, s.cwd, s.branch, s.updated_at, s.message_count,
-                         s.resume_command, s.present"""
-SELECT_PAGE_SESSIONS = f"SELECT {_PAGE_SESSION_COLUMNS} FROM sessions s WHERE list_contains([{{sessions}}], s.sess)"
-SELECT_ALL_PAGE_SESSIONS = f"SELECT {_PAGE_SESSION_COLUMNS} FROM sessions s"
 # Up to this many sessions, a new generation's page rows are all read on the sidecar thread (~5 ms for
 # 1,400 sessions, ~40 ms for 14,000): a page's sessions then come from memory from the first search on.
 PRELOAD_MAX_SESSIONS = 50_000
@@ -75,7 +63,7 @@ class SessionTable:
 
     def __init__(self, key: tuple[str, int], cur: duckdb.DuckDBPyConnection) -> None:
         self.key = key
-        got = cur.execute(SELECT_SESSION_TIMES).fetchnumpy()
+        got = cur.execute(sql.SELECT_SESSION_TIMES).fetchnumpy()
         sess = np.asarray(got["sess"], dtype=np.int64)
         upd = got["updated_at"]
         null = np.ma.getmaskarray(upd)
@@ -108,7 +96,7 @@ class SessionTable:
         with self._mutex:
             n = self._rows.get(segment)
             if n is None:
-                row = one(cur, f"SELECT count(*) FROM {segment}")
+                row = one(cur, sql.COUNT_ROWS.format(segment=segment))
                 n = self._rows[segment] = int(row[0]) if row else 0
             return n
 
@@ -116,7 +104,7 @@ class SessionTable:
         """The agents' own session titles (the ``titles`` table), which win over the transcript's."""
         with self._mutex:
             if self._titles is None:
-                self._titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}
+                self._titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(sql.SELECT_TITLES).fetchall()}
             return self._titles
 
     def page_rows(self, cur: duckdb.DuckDBPyConnection, sessions: list[int]) -> dict[int, tuple[Any, ...]]:
@@ -128,7 +116,8 @@ class SessionTable:
         if missing:
             titles = self.titles(cur)
             fetched: dict[int, tuple[Any, ...]] = {}
-            for r in cur.execute(SELECT_PAGE_SESSIONS.format(sessions=", ".join(str(x) for x in missing))).fetchall():
+            page = sql.SELECT_PAGE_SESSIONS.format(sessions=", ".join(str(x) for x in missing))
+            for r in cur.execute(page).fetchall():
                 fetched[int(r[0])] = (r[0], r[1], r[2], titles.get((r[1], r[2]), r[3]), *r[4:])
             with self._mutex:
                 self._page.update(fetched)
@@ -139,11 +128,11 @@ class SessionTable:
         """Read every session's page row of this generation (on the sidecar thread, in a transaction of
         its own: one that sees another generation reads nothing)."""
         with sql.read_transaction(cur):
-            row = one(cur, "SELECT identity, generation FROM meta")
+            row = one(cur, sql.SELECT_IDENTITY_GENERATION)
             if row is None or (str(row[0]), int(row[1])) != self.key:
                 return
-            titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(SELECT_TITLES).fetchall()}
-            rows = cur.execute(SELECT_ALL_PAGE_SESSIONS).fetchall()
+            titles = {(str(a), str(i)): str(t) for a, i, t in cur.execute(sql.SELECT_TITLES).fetchall()}
+            rows = cur.execute(sql.SELECT_ALL_PAGE_SESSIONS).fetchall()
         fetched = {int(r[0]): (r[0], r[1], r[2], titles.get((r[1], r[2]), r[3]), *r[4:]) for r in rows}
         with self._mutex:
             for sess, page_row in fetched.items():
@@ -164,7 +153,7 @@ class SessionTable:
         for a session without chunks. Read once per generation, inside the caller's snapshot."""
         with self._mutex:
             if self._lengths is None:
-                got = cur.execute(SELECT_SESSION_LENGTHS).fetchnumpy()
+                got = cur.execute(sql.SELECT_SESSION_LENGTHS).fetchnumpy()
                 keys = list(got)
                 s = np.asarray(got[keys[0]], dtype=np.int64)
                 dl = np.asarray(got[keys[1]], dtype=np.float64)
@@ -217,7 +206,7 @@ class SearchPostings:
         if not self._unsorted:
             return
         terms = ", ".join(str(h) for h in new)
-        statement = " UNION ALL ".join(SELECT_UNSORTED.format(seg=i, name=name, terms=terms)
+        statement = " UNION ALL ".join(sql.SELECT_UNSORTED.format(seg=i, name=name, terms=terms)
                                        for i, name in self._unsorted)
         got = self.cur.execute(statement).fetchnumpy()
         if not len(got["term"]):
@@ -318,14 +307,13 @@ def _allowed(cur: duckdb.DuckDBPyConnection, filt_sql: str, filt_args: list[Any]
     """The sessions passing the filters (sorted), or None without filters."""
     if not filt_args and filt_sql == sql.NO_FILTER:
         return None
-    got = cur.execute(SELECT_ALLOWED.format(filters=filt_sql), filt_args).fetchnumpy()
+    got = cur.execute(sql.SELECT_ALLOWED.format(filters=filt_sql), filt_args).fetchnumpy()
     return np.sort(np.asarray(got["sess"], dtype=np.int64))
 
 
 def _impact(tf: Any, dl: Any, avgdl: float) -> Any:
     """Each posting's BM25 impact, the expression of sql.IMPACT_ORDER evaluated as DuckDB does."""
-    tff = tf.astype(np.float64)
-    return tff / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
+    return impact(tf.astype(np.float64), dl.astype(np.float64), avgdl, _K1, _B)
 
 
 def _best_of(chunk: Any, tf: Any, dl: Any, avgdl: float, cap: int) -> Any:
@@ -430,7 +418,7 @@ def _chunk_scores(term: Any, chunk: Any, sess: Any, tf: Any, dl: Any, idf: dict[
     runs = _runs(term)  # one pass, for the weights and the one-term test below
     w = _weights(term, idf, runs)
     tff = tf.astype(np.float64)
-    contrib = w * tff * _K1P1 / (tff + _K1 * (1 - _B + _B * dl.astype(np.float64) / avgdl))
+    contrib = weighted(w, tff, dl.astype(np.float64), avgdl, _K1, _K1P1, _B)  # sql.BM25_SUM's terms
     top = int(chunk.max())
     if need is None and len(runs[0]) == 1:
         # One term: a chunk holds it at most once, so every row is its own chunk -- nothing to add
@@ -604,7 +592,7 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     keep = found & ~np.isnan(sl)
     st_sess, st_term, st_tf, sl = st_sess[keep], st_term[keep], st_tf[keep], sl[keep]
     w = _weights(st_term, sidf)
-    contrib = w * st_tf * _K1P1 / (st_tf + _K1 * (1 - _B + _B * sl / avg_sdl))
+    contrib = weighted(w, st_tf, sl, avg_sdl, _K1, _K1P1, _B)  # sql.SESSION_BM25_SUM's terms
     sstarts = np.flatnonzero(np.concatenate([[True], st_sess[1:] != st_sess[:-1]])) if len(st_sess) else \
         np.zeros(0, np.int64)
     ss_sess = st_sess[sstarts]

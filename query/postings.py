@@ -53,7 +53,7 @@ from aivault.envvars import env_int
 from aivault.indexer.duck import one
 from aivault.indexer.schema import SELECT_IDENTITY
 from aivault.indexer.segments import SegmentLock
-from aivault.query import chunk_texts
+from aivault.query import chunk_texts, sql
 from aivault.query.chunk_texts import TEXTS_PREFIX, TextSegment
 
 _log = log.get("query.postings")
@@ -472,8 +472,8 @@ class PostingsSidecars:
             if old is not None and old.rows >= key.rows:
                 return  # a later snapshot's load came first
             with self._locked():
-                got = cur.execute(f"SELECT term, chunk, sess, tf, dl, conv FROM {key.name} "
-                                  f"WHERE rowid >= {start} AND rowid < {key.rows} ORDER BY term, chunk").fetchnumpy()
+                got = cur.execute(sql.SELECT_POSTINGS_SLICE_BY_TERM.format(name=key.name, start=start,
+                                                                           stop=key.rows)).fetchnumpy()
             term = np.asarray(got["term"], dtype=np.int64)
             if len(term) != key.rows - start:
                 raise ValueError(f"{key.name}: rows {start}..{key.rows} read back {len(term)}")
@@ -560,7 +560,7 @@ class PostingsSidecars:
         """The segment's rows and its highest chunk id."""
         with self._locked():
             try:
-                row = one(cur, f"SELECT count(*), coalesce(max(chunk), 0) FROM {name}")
+                row = one(cur, sql.COUNT_SEGMENT_CHUNKS.format(name=name))
             except duckdb.CatalogException:
                 raise _Abandoned from None  # merged away before its turn came
         return (int(row[0]), int(row[1])) if row else (0, 0)
@@ -577,8 +577,7 @@ class PostingsSidecars:
             stop = min(start + BUILD_SLICE, rows)
             with self._locked():
                 try:
-                    got = cur.execute(f"SELECT term, chunk, sess, tf, dl, conv FROM {name} "
-                                      f"WHERE rowid >= {start} AND rowid < {stop}").fetchnumpy()
+                    got = cur.execute(sql.SELECT_POSTINGS_SLICE.format(name=name, start=start, stop=stop)).fetchnumpy()
                 except duckdb.CatalogException:
                     raise _Abandoned from None
             if len(got["term"]) != stop - start:
@@ -609,7 +608,7 @@ class PostingsSidecars:
             prebuilt = set(self._prebuilt)
         try:
             with self._locked():
-                registered = cur.execute("SELECT name, created_at FROM segments").fetchall()
+                registered = cur.execute(sql.SELECT_SEGMENT_NAMES).fetchall()
                 live = prebuilt | {(str(n), int(c)) for n, c in registered}
                 row = one(cur, SELECT_IDENTITY)
         except duckdb.Error:

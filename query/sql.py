@@ -1,4 +1,9 @@
-"""All SQL of the read side, as named constants (the write side's is ``indexer/schema.py``).
+"""All SQL of the read side, as named constants: searches, reading a session, status.
+
+One of the four modules SQL is written in, by purpose (tests/test_structure.py fails on a statement
+anywhere else): the write side's tables and migrations are ``indexer/schema.py``, its writes
+``indexer/sql_write.py``, its maintenance ``indexer/sql_maint.py``. BM25's constants and per-posting
+expressions come from ``indexer/bm25_formula.py``, which the NumPy scorer (query/fastrank.py) evaluates too.
 
 Statements assembled from parts -- one scan per segment and term, an IN list of a page's ids, a
 filter clause -- are templates with ``{name}`` placeholders, filled with ``str.format``. Ids and
@@ -17,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
+
+from aivault.indexer.bm25_formula import IMPACT_SQL, weighted_sql
 
 # --- the snapshot (query/engine.py) ------------------------------------------------------------
 # One read transaction per page: every statement of the page sees the same committed state.
@@ -86,8 +93,8 @@ CAPPED_TERM: Final = ("(SELECT term, chunk, sess, tf, dl FROM {segment} WHERE te
                       "{order} LIMIT {cap})")
 # A capped term's best postings over all segments: the best of each segment's best (bm25._scans).
 CAPPED_ACROSS: Final = "(SELECT term, chunk, sess, tf, dl FROM ({branches}){order} LIMIT {cap})"
-# A posting's BM25 impact, the order the merge sorts segments by (indexer/schema.py MERGE_SEGMENTS).
-IMPACT_ORDER: Final = " ORDER BY tf::DOUBLE / (tf + {k1} * (1 - {b} + {b} * dl / {avgdl})) DESC, chunk"
+# A posting's BM25 impact, the order the merge sorts segments by (indexer/sql_maint.py MERGE_SELECT).
+IMPACT_ORDER: Final = " ORDER BY " + IMPACT_SQL + " DESC, chunk"
 # A sorted segment's own row order (its impact order), asked for when a session filter's semi-join
 # would otherwise hand a capped term's rows over in any order.
 STORAGE_ORDER: Final = " ORDER BY rowid"
@@ -107,8 +114,7 @@ HAVING_ALL_TERMS: Final = " HAVING count(*) = {n}"
 ORDER_BY_RELEVANCE: Final = "b.score DESC, s.updated_at DESC NULLS LAST, b.sess"
 ORDER_BY_NEWEST: Final = "s.updated_at DESC NULLS LAST, b.score DESC, b.sess"
 # A chunk's BM25 score (k1, b and avgdl written in); rounded so that equal sums compare equal.
-BM25_SUM: Final = ("round(sum(i.idf * p.tf * {k1_plus_1}::DOUBLE / (p.tf + {k1}::DOUBLE"
-                   " * (1 - {b}::DOUBLE + {b}::DOUBLE * p.dl / {avgdl!r}::DOUBLE))), 6)")
+BM25_SUM: Final = "round(sum(" + weighted_sql("i.idf", "p.tf", "p.dl") + "), 6)"
 # Part 0 of the scoring statement: the page of sessions, each with its best chunk.
 SCORE_PAGE: Final = ("SELECT 0, b.sess, b.score, b.chunk, s.updated_at FROM b JOIN sessions s USING (sess) "
                      "WHERE {filters} "
@@ -162,8 +168,7 @@ SCORE_SESSIONS: Final = """
 # One term's idf per chunk and per session, as a VALUES row.
 IDF2_ROW: Final = "({term}::BIGINT, {idf}::DOUBLE, {sidf}::DOUBLE)"
 # Session BM25 over the summed postings: tf of the term in the session, dl the session's length.
-SESSION_BM25_SUM: Final = ("sum(i.sidf * st.tf * {k1_plus_1}::DOUBLE / (st.tf + {k1}::DOUBLE"
-                           " * (1 - {b}::DOUBLE + {b}::DOUBLE * sl.dl / {avgdl!r}::DOUBLE)))")
+SESSION_BM25_SUM: Final = "sum(" + weighted_sql("i.sidf", "st.tf", "sl.dl") + ")"
 # The collection a session score is taken over: sessions (BM25 N) and their mean length in tokens.
 SELECT_SESSION_COUNT: Final = "SELECT count(*) FROM sessions"
 # updatedAt of the sessions the phrase was found in; a session missing here was deleted since.
@@ -240,3 +245,37 @@ SELECT_SKIPS: Final = """SELECT agent, sum(malformed), sum(oversized), list(skip
 # The indexer's last observations (indexer/writer.py writes them), for a status without a daemon.
 SELECT_OBSERVATIONS: Final = "SELECT key, value FROM observations"
 COUNT_PRESENT_FILES: Final = "SELECT count(*) FILTER (WHERE present), count(*) FROM files"
+
+# --- the daemon's sidecar path (query/fastrank.py, query/postings.py, query/chunk_texts.py) -----
+# The postings of the segments that are not sorted (nor held in memory), one numbered scan each
+# for a UNION ALL.
+SELECT_UNSORTED: Final = ("SELECT {seg}::INTEGER AS seg, term, chunk, sess, tf, dl, conv FROM {name} "
+                          "WHERE term IN ({terms})")
+# A segment's rows (a segment that is not sorted changes only with the generation).
+COUNT_ROWS: Final = "SELECT count(*) FROM {segment}"
+# The sessions of one generation: update times, and lengths (any-word ranking).
+SELECT_SESSION_TIMES: Final = "SELECT sess, updated_at FROM sessions"
+SELECT_SESSION_LENGTHS: Final = "SELECT sess, sum(dl)::DOUBLE FROM chunks GROUP BY sess"
+SELECT_ALLOWED: Final = "SELECT s.sess FROM sessions s WHERE {filters}"
+SELECT_TITLES: Final = "SELECT agent, session_id, title FROM titles"
+# The generation a preload of the page rows belongs to.
+SELECT_IDENTITY_GENERATION: Final = "SELECT identity, generation FROM meta"
+# A page's sessions; titles are joined in Python (SessionTable.titles). ``list_contains`` rather than
+# IN: DuckDB plans an IN list of constants as a join, ~3x slower on a page of ids (bench, 100k).
+_PAGE_SESSION_COLUMNS = """s.sess, s.agent, s.session_id, s.title, s.cwd, s.branch, s.updated_at, s.message_count,
+                         s.resume_command, s.present"""
+SELECT_PAGE_SESSIONS: Final = ("SELECT " + _PAGE_SESSION_COLUMNS
+                               + " FROM sessions s WHERE list_contains([{sessions}], s.sess)")
+SELECT_ALL_PAGE_SESSIONS: Final = "SELECT " + _PAGE_SESSION_COLUMNS + " FROM sessions s"
+# A segment's rows and its highest chunk id, and a slice of its postings by rowid (a sidecar build,
+# in the segment's row order; a tail's load, in term order).
+COUNT_SEGMENT_CHUNKS: Final = "SELECT count(*), coalesce(max(chunk), 0) FROM {name}"
+SELECT_POSTINGS_SLICE: Final = ("SELECT term, chunk, sess, tf, dl, conv FROM {name} "
+                                 "WHERE rowid >= {start} AND rowid < {stop}")
+SELECT_POSTINGS_SLICE_BY_TERM: Final = SELECT_POSTINGS_SLICE + " ORDER BY term, chunk"
+# The segments registered now, with their creation times (sidecars of others are pruned).
+SELECT_SEGMENT_NAMES: Final = "SELECT name, created_at FROM segments"
+# A text segment's range: chunk ids up to next_chunk, their texts in slices.
+SELECT_NEXT_CHUNK: Final = "SELECT next_chunk FROM meta"
+SELECT_CHUNK_TEXTS: Final = ("SELECT chunk, sess, role, ts, text FROM chunks WHERE chunk >= ? AND chunk < ? "
+                              "ORDER BY chunk")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from aivault.indexer.segments import K1, B
+from aivault.indexer.bm25_formula import K1, B
 from aivault.query import bm25, chunk_texts, fastrank, postings, sql
 from aivault.query.engine import Engine
 from aivault.query.fastrank import SessionTable
@@ -207,6 +207,45 @@ def test_a_capped_term_keeps_its_best_postings_over_all_segments(index: Index, m
         assert sorted(by_numpy.tolist()) == want
     finally:
         fast.close()
+
+
+def test_the_bm25_formulas_give_the_same_floats_in_duckdb_and_numpy() -> None:
+    """indexer/bm25_formula.py's expressions as the SQL writes them (the impact of IMPACT_ORDER and the
+    merge's sort, the term scores of BM25_SUM and SESSION_BM25_SUM) and as query/fastrank.py computes
+    them, on the same postings and collection lengths: equal floats, bit for bit."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    from aivault.indexer import bm25_formula
+
+    rnd = np.random.default_rng(12)
+    n = 20_000
+    tf = rnd.integers(1, 2_000, n).astype(np.uint16)
+    dl = np.maximum(tf, rnd.integers(1, 65_535, n)).astype(np.uint16)
+    idf = rnd.random(n) * 12
+    con = duckdb.connect()
+    try:
+        con.register("src", pa.table({"id": np.arange(n), "tf": tf, "dl": dl, "idf": idf}))
+        con.execute("CREATE TABLE p AS SELECT id, tf::USMALLINT AS tf, dl::USMALLINT AS dl, idf FROM src")
+        for avgdl in (1.0, 37.25, 123.45678901234568, 412.7391304347826, 9_876.5):
+            impact = bm25_formula.IMPACT_SQL.format(**bm25_formula.SQL_VALUES, avgdl=avgdl)
+            weighted = bm25_formula.weighted_sql("p.idf", "p.tf", "p.dl").format(**bm25_formula.SQL_VALUES,
+                                                                                 avgdl=avgdl)
+            got = con.execute(f"SELECT {impact}, {weighted} FROM p ORDER BY id").fetchnumpy()
+            by_sql_impact, by_sql_weighted = (np.asarray(got[k], np.float64) for k in list(got))
+            by_numpy_impact = fastrank._impact(tf, dl, avgdl)
+            by_numpy_weighted = bm25_formula.weighted(idf, tf.astype(np.float64), dl.astype(np.float64), avgdl,
+                                                      fastrank._K1, fastrank._K1P1, fastrank._B)
+            assert np.array_equal(by_sql_impact, by_numpy_impact), avgdl
+            assert np.array_equal(by_sql_weighted, by_numpy_weighted), avgdl
+    finally:
+        con.close()
+    # The SQL is the formula's text: the statements carry it, with the constants as SQL_VALUES writes them.
+    assert bm25_formula.IMPACT_SQL in sql.IMPACT_ORDER
+    assert bm25_formula.weighted_sql("i.idf", "p.tf", "p.dl") in sql.BM25_SUM
+    assert bm25_formula.weighted_sql("i.sidf", "st.tf", "sl.dl") in sql.SESSION_BM25_SUM
+    assert float(str(K1)) == fastrank._K1 and float(str(B)) == fastrank._B
 
 
 def test_unsorted_segments_read_in_duckdb_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:

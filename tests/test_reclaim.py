@@ -23,7 +23,7 @@ import duckdb
 import pytest
 
 from aivault.home import Home
-from aivault.indexer import reclaim
+from aivault.indexer import reclaim, sql_maint
 from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS
 from bench.gen_corpus import generate
 from tests.conftest import DaemonProcess, cli_env, restart_and_stop_cleanly, run_cli, wait_until
@@ -104,9 +104,9 @@ def signature(db: Path) -> dict[str, Any]:
     con = duckdb.connect(str(db), read_only=True)
     try:
         name = reclaim.database_name(con)
-        out: dict[str, Any] = {"catalog": con.execute(reclaim.CATALOG, {"db": name}).fetchall(),
+        out: dict[str, Any] = {"catalog": con.execute(sql_maint.CATALOG, {"db": name}).fetchall(),
                                "meta": con.execute("SELECT * FROM meta").fetchall()}
-        for (table,) in con.execute(reclaim.TABLES_OF, [name]).fetchall():
+        for (table,) in con.execute(sql_maint.TABLES_OF, [name]).fetchall():
             out[table] = con.execute(f'SELECT count(*), hash(list(hash(t) ORDER BY rowid)) FROM "{table}" t').fetchone()
         return out
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,3 +156,110 @@ def test_every_package_is_listed_in_pyproject() -> None:
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"])
     packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
     assert sorted(packages - listed) == []
+
+
+# --- SQL by purpose -------------------------------------------------------------------------------
+# The index's SQL is written in four modules, one per purpose; a statement literal anywhere else in the
+# package fails test_sql_is_written_only_in_its_modules.
+SQL_MODULES = {
+    "aivault.indexer.schema": "the tables: DDL, migrations, the meta row, a segment's table",
+    "aivault.indexer.sql_write": "the indexer's writes, and the reads a write decides on",
+    "aivault.indexer.sql_maint": "maintenance: merges, reclaim, checkpoints, integrity, engine settings",
+    "aivault.query.sql": "the read side: searches, reading a session, status",
+}
+# The one other place SQL may be written: any module of the scanner role (scanner/**, whatever its
+# sub-packages). Its statements read the agents' own SQLite databases -- another program's schema --
+# and stay beside the parser that interprets their rows; the scanner never opens the index (no module
+# of it imports duckdb: test_the_scanners_sql_is_only_the_agents_databases).
+SQL_ELSEWHERE = "aivault.scanner"
+# A string literal is an SQL statement when it begins (after whitespace, -- and /* */ comments and
+# opening parentheses) with one of these keywords, upper case as this code writes SQL, followed by
+# whitespace; those of SQL_ALONE only when they stand alone (at most one word after them:
+# "BEGIN TRANSACTION", "CHECKPOINT db"), so that "BEGIN ... COMMIT" in a message is prose. An f-string
+# is judged by its text with each placeholder as "{}". Docstrings and other bare string statements are
+# prose and never judged.
+SQL_ALONE = ("BEGIN", "CHECKPOINT", "COMMIT", "ROLLBACK", "ABORT", "VACUUM", "ANALYZE")
+SQL_KEYWORDS = ("SELECT", "WITH", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "COPY", "ATTACH", "DETACH",
+                "PRAGMA", "SET", "EXPLAIN", "USE", "INSTALL", "LOAD", "CALL", "DESCRIBE", "SHOW", "SUMMARIZE",
+                "TRUNCATE", "EXPORT", "IMPORT", "RESET", "MERGE", "PIVOT", "UNPIVOT", "VALUES", "FORCE")
+_SQL_STATEMENT = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*"
+                            rf"(?:(?:{'|'.join(SQL_KEYWORDS)})\s|(?:{'|'.join(SQL_ALONE)})(?:\s+\w+)?\s*;?\s*$)",
+                            re.S)
+
+
+def _sql_literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string literal in ``source`` that is an SQL statement (see SQL_KEYWORDS)."""
+    tree = ast.parse(source)
+    prose: set[int] = set()  # docstrings, and the parts of an f-string (judged whole)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            prose.add(id(node.value))
+        elif isinstance(node, ast.JoinedStr):
+            prose.update(id(v) for v in node.values)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        else:
+            continue
+        if _SQL_STATEMENT.match(text):
+            found.append((node.lineno, text))
+    return sorted(found)
+
+
+def _in_scanner(module: str) -> bool:
+    return module == SQL_ELSEWHERE or module.startswith(SQL_ELSEWHERE + ".")
+
+
+def test_sql_is_written_only_in_its_modules() -> None:
+    """Every module of the package is parsed; an SQL statement outside SQL_MODULES and the scanner fails.
+    (tests/, bench/ and dev/ read databases to check them and are not judged.)"""
+    modules = _modules()
+    assert sorted(set(SQL_MODULES) - set(modules)) == [], "an SQL module was moved: update SQL_MODULES"
+    stray = [f"{path.relative_to(REPO)}:{line}: {text.strip()[:80]!r}"
+             for name, path in sorted(modules.items()) if name not in SQL_MODULES and not _in_scanner(name)
+             for line, text in _sql_literals(path.read_text("utf-8"))]
+    assert stray == [], "SQL belongs in one of " + ", ".join(f"{m} ({why})" for m, why in SQL_MODULES.items())
+    for name in SQL_MODULES:
+        assert _sql_literals(modules[name].read_text("utf-8")), f"{name} holds no statement: is the check blind?"
+
+
+def test_the_scanners_sql_is_only_the_agents_databases() -> None:
+    """The scanner may write SQL because it is only ever SQLite of the agents' own databases: none of its
+    modules imports duckdb, the index's engine."""
+    using = []
+    for name, path in _modules().items():
+        if _in_scanner(name):
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                using += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] == "duckdb"]
+    assert using == []
+
+
+def test_the_sql_check_finds_statements_and_passes_prose() -> None:
+    """The detector on a sample: each kind of statement literal is found, prose and docstrings are not."""
+    sample = '''
+"""A module's docstring: SELECT the rows, then BEGIN ... COMMIT."""
+a = "SELECT 1"
+b = f"SET threads = {n}"
+c = "CHECKPOINT"
+d = """
+    -- a comment first
+    (SELECT x FROM t)"""
+e = "INSERT INTO t " + rest
+f = "BEGIN TRANSACTION"
+g = 'DROP INDEX "' + name + '"'
+h = "DELETE"
+i = "Select the newest session"
+j = "BEGIN ... COMMIT, or ROLLBACK if anything raises"
+k = f"{n} rows: SELECT them again"
+l = "WITHOUT a doubt"
+
+
+def fn() -> None:
+    """BEGIN ... COMMIT, or ROLLBACK if anything in the block raises."""
+'''
+    assert [line for line, _ in _sql_literals(sample)] == [3, 4, 5, 6, 9, 10, 11]

@@ -74,7 +74,7 @@ def measure(out: Path, chars: int, overlap: bool, kinds: Sequence[str]) -> dict[
 
     from aivault.embed import make_embedder
     from aivault.home import models_dir
-    from aivault.indexer import schema as q
+    from aivault.indexer import sql_write as q
     from bench.quality.corpus import load_queries
 
     eligible = q.VECTOR_ELIGIBLE.replace("role", "c.role").replace("kind", "c.kind")
