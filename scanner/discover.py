@@ -24,9 +24,7 @@ def parse_root_spec(spec: str) -> Root:
     agent, sep, path = spec.partition("=")
     if not sep or agent not in SPECS or not path:
         raise InvalidRoot(f"root {spec!r} must look like AGENT=PATH with AGENT one of {', '.join(AGENTS)}")
-    p = os.path.abspath(os.path.expanduser(path))
-    index = os.path.join(os.path.dirname(p), "session_index.jsonl") if agent == "codex" else None
-    return Root(agent=agent, path=p, explicit=True, session_index=index)
+    return Root(agent=agent, path=os.path.abspath(os.path.expanduser(path)), explicit=True)
 
 
 def default_roots(env: Mapping[str, str] | None = None) -> list[Root]:

@@ -243,7 +243,6 @@ class Scanner:
             self._progress(req, stats)
             if on_control is not None:
                 on_control()
-        self._titles()
         self._side_titles()
         if full:
             self._mark_gone(candidates, stats)
@@ -549,33 +548,11 @@ class Scanner:
         if self.builder.full:
             self._flush()
 
-    def _titles(self) -> None:
-        """Send Codex thread names that changed since we last sent them: from session_index.jsonl
-        and, since Codex stopped writing it, from the ``threads`` table of its state databases."""
-        from aivault.scanner.parsers.codex import thread_name_sources
-
-        if self.shard != 0:
-            return  # one scanner is enough to read the thread names
-        for index in sorted({r.session_index for r in self.roots if r.session_index}):
-            for source, stamp, read in thread_name_sources(index):
-                if self.index_sigs.get(source) == stamp:
-                    continue
-                try:
-                    names = read()
-                except Exception as exc:  # an unreadable index or database: titles fall back
-                    _log.warning("cannot read Codex thread names", path=source, error=str(exc)[:200])
-                    continue
-                self.index_sigs[source] = stamp
-                for sid, name in names.items():
-                    if self.sent_titles.get(("codex", sid)) != name:
-                        self.builder.titles.append(["codex", sid, name])
-                        self.builder.add_header_bytes(len(sid) + len(name) + 16)
-                        self.sent_titles[("codex", sid)] = name
-
     def _side_titles(self) -> None:
-        """Send titles agents keep beside their transcripts (AgentSpec.side_titles) that changed."""
+        """Send titles agents keep beside their transcripts (AgentSpec.side_titles: Codex thread
+        names, Copilot's workspace.yaml, Cursor's chat meta) that changed."""
         if self.shard != 0:
-            return  # one scanner is enough, as for Codex thread names
+            return  # one scanner is enough to read them
         for root in self.roots:
             read = SPECS[root.agent].side_titles
             if read is None:

@@ -41,7 +41,6 @@ class Root:
     agent: str  # a wire agent name (aivault.scanner.agents.AGENTS)
     path: str  # absolute
     explicit: bool = False  # named by the user: its absence is an error, not a fact
-    session_index: str | None = None  # Codex: the session_index.jsonl naming threads
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,10 +28,10 @@ class AgentSpec:
     # A unit that replaces another with the same content (Codex's plain rollout -> .jsonl.zst):
     # (new key) -> the key it continues, if any.
     predecessor: Callable[[str], str | None] = lambda path: None
-    # Titles kept beside the transcripts that change without them (Copilot's workspace.yaml, Cursor's
-    # chat meta.json): (root, signatures it may remember between calls, keyed by path) -> the
-    # (session id, title) pairs whose source changed since. One scanner calls it after every pass;
-    # what it returns wins over the transcript's own title, like Codex thread names.
+    # Titles kept beside the transcripts that change without them (Codex thread names, Copilot's
+    # workspace.yaml, Cursor's chat meta.json): (root, signatures it may remember between calls,
+    # keyed by path) -> the (session id, title) pairs whose source changed since. One scanner calls
+    # it after every pass; what it returns wins over the transcript's own title.
     side_titles: Callable[[Root, MutableMapping[str, Any]], Iterable[tuple[str, str]]] | None = None
 
 

@@ -158,6 +158,37 @@ def test_every_package_is_listed_in_pyproject() -> None:
     assert sorted(packages - listed) == []
 
 
+# --- the scanner: its engine and the agents' readers ----------------------------------------------
+PARSERS = "aivault.scanner.parsers"
+# What every reader may share, and the engine may use too (scan.py parses a settled last line).
+PARSER_TOOLKIT = frozenset(f"{PARSERS}.{name}" for name in ("base", "jsonutil", "textutil", "sqlite_units"))
+# The engine's modules a reader fills in or is called through; the rest (scan, batch, watch, discover,
+# link, the registry) drive the readers and must stay out of them.
+READER_FACING = frozenset(f"aivault.scanner.{name}" for name in ("model", "reader", "sources", "spec"))
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_scanner_engine_reaches_a_reader_only_through_the_registry() -> None:
+    """Adding an agent touches its module, the registry (which imports it by name) and its docs
+    section: no engine module imports an agent's module, and no agent's module imports the engine
+    beyond the shapes it fills in."""
+    graph = _graph()
+    scanner = [m for m in graph if _in(m, "aivault.scanner")]
+    engine = [m for m in scanner if not _in(m, PARSERS)]
+    readers = [m for m in scanner if _in(m, PARSERS)]
+    engine_to_reader = [f"{m} -> {d}" for m in engine for d in graph[m]
+                        if _in(d, PARSERS) and d != PARSERS and d not in PARSER_TOOLKIT]
+    reader_to_engine = [f"{m} -> {d}" for m in readers for d in graph[m]
+                        if _in(d, "aivault.scanner") and not _in(d, PARSERS) and d not in READER_FACING]
+    toolkit_to_agent = [f"{m} -> {d}" for m in PARSER_TOOLKIT for d in graph[m]
+                        if _in(d, PARSERS) and d not in PARSER_TOOLKIT]
+    assert engine_to_reader == reader_to_engine == toolkit_to_agent == []
+    assert all(m in graph for m in PARSER_TOOLKIT)
+
+
 # --- SQL by purpose -------------------------------------------------------------------------------
 # The index's SQL is written in four modules, one per purpose; a statement literal anywhere else in the
 # package fails test_sql_is_written_only_in_its_modules.

@@ -11,19 +11,22 @@ import functools
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 
+from aivault import log
 from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, opens_with, sized_hash, text_crc
 from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
+
+_log = log.get("scanner.codex")
 
 # Event-stream messages remembered so that the response_item copy of the same text, arriving
 # later, is not indexed twice. One turn rarely holds more than a few of them.
@@ -595,9 +598,26 @@ class CodexParser(LineParser[CodexState]):
 def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
     """``$CODEX_HOME/sessions`` and ``$CODEX_HOME/archived_sessions`` (``CODEX_HOME`` defaults to ``~/.codex``)."""
     codex_home = Path(env["CODEX_HOME"]).expanduser().absolute() if env.get("CODEX_HOME") else home / ".codex"
-    index = str(codex_home / "session_index.jsonl")
-    return [Root("codex", str(codex_home / "sessions"), session_index=index),
-            Root("codex", str(codex_home / "archived_sessions"), session_index=index)]
+    return [Root("codex", str(codex_home / "sessions")), Root("codex", str(codex_home / "archived_sessions"))]
+
+
+def side_titles(root: Root, sigs: MutableMapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Thread names (``/rename``) that changed since ``sigs`` last saw their source: the
+    ``session_index.jsonl`` and state databases of the Codex home holding ``root`` (its
+    ``sessions`` or ``archived_sessions`` folder, or a folder named with ``--root codex=PATH``).
+    Both roots of one home share the sources, read once a pass; an unreadable one is logged and
+    tried again next pass, the other sources still read (titles then fall back to the first prompt)."""
+    index = os.path.join(os.path.dirname(root.path), "session_index.jsonl")
+    for source, stamp, read in thread_name_sources(index):
+        if sigs.get(source) == stamp:
+            continue
+        try:
+            names = read()
+        except Exception as exc:  # an unreadable index or database: titles fall back
+            _log.warning("cannot read Codex thread names", path=source, error=str(exc)[:200])
+            continue
+        sigs[source] = stamp
+        yield from names.items()
 
 
 def _wanted(directory: str, name: str) -> Mode | None:
@@ -618,6 +638,6 @@ def _predecessor(path: str) -> str | None:
 
 SPEC = AgentSpec(
     name="codex", label="Codex CLI", default_roots=default_roots, discover=file_discovery(_wanted),
-    line_parser=CodexParser, predecessor=_predecessor,
+    line_parser=CodexParser, predecessor=_predecessor, side_titles=side_titles,
     expects="YYYY/MM/DD/rollout-<time>-<uuid>.jsonl (or .jsonl.zst, JSONL)",
     shaped=lambda name: name.startswith("rollout-") and (name.endswith(".jsonl") or name.endswith(".jsonl.zst")))

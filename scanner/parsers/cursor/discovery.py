@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aivault.scanner.parsers.cursor import store
+import aivault.scanner.parsers.cursor.store as store
 from aivault.scanner.parsers.cursor.store import INDEX, chat_meta
 from aivault.scanner.sources import (
     Found,
