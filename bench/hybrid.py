@@ -128,7 +128,7 @@ def vector_part(h: Home, queries: dict[str, list[str]]) -> dict[str, float]:
     """Query embedding + FAISS search, in-process over the saved sidecar (the vector part alone)."""
     from aivault.config import embedder_factory
     from aivault.embed import configured_fingerprint
-    from aivault.indexer.store import open_reader
+    from aivault.indexer.opening import open_reader
     from aivault.indexer.vector_service import ReadOnlyVectors
 
     con = open_reader(h)

@@ -205,8 +205,8 @@ def bench_size(label: str, n: int, base: Path, seed: int, agentsview: bool, hybr
     res["queries"] = {k: len(v) for k, v in queries.items()}
 
     # Direct mode first: it needs the file without a daemon holding it.
-    from aivault.indexer.store import open_reader
-    from aivault.query.direct import DirectService
+    from aivault.indexer.opening import open_reader
+    from aivault.vault.readonly import DirectService
 
     con = open_reader(h)
     svc = DirectService(h, con)

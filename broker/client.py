@@ -241,8 +241,8 @@ class Connection:
     def _direct(self) -> Any:
         if self.direct is None:
             from aivault.errors import IndexMissing
-            from aivault.indexer.store import open_reader
-            from aivault.query.direct import DirectService, MissingIndexService
+            from aivault.indexer.opening import open_reader
+            from aivault.vault.readonly import DirectService, MissingIndexService
 
             try:
                 self.direct = DirectService(self.home, open_reader(self.home))
@@ -276,11 +276,11 @@ class Connection:
             return self._remote().states(check).result()
         # Direct mode: the query layer (and DuckDB) only for the methods that read the index.
         if method == METHOD_SEARCH:
-            from aivault.query.service import search_sessions
+            from aivault.vault.endpoints import search_sessions
 
             return search_sessions(self._direct(), params)
         if method == METHOD_STATUS:
-            from aivault.query.service import search_status
+            from aivault.vault.endpoints import search_status
 
             return search_status(self._direct())
         if method == METHOD_READ:
@@ -310,7 +310,7 @@ class Connection:
         con = getattr(svc, "con", None)
         if con is None:
             return None
-        from aivault.query.service import index_counts
+        from aivault.query.reports import index_counts
 
         return index_counts(con)
 

@@ -55,9 +55,9 @@ from aivault.protocol import (
     REMOTE_CLIENT_METHODS,
     REMOTE_FRAME_KEY,
 )
-from aivault.query.service import NULL_SERVICE, SessionSearchService, search_sessions, search_status
-from aivault.query.session import WriterSession
 from aivault.query.transcript import read_session
+from aivault.vault.endpoints import NULL_SERVICE, SessionSearchService, search_sessions, search_status
+from aivault.vault.session import WriterSession
 
 _log = log.get("daemon")
 

@@ -30,7 +30,7 @@ with its unmerged segments, which the next writer merges as usual.
 Until 5 the database file is the old one, complete, and the temporary file is only ever a leftover
 (``clean_leftover`` removes it when the writer next opens the index: counted and logged); from 5 on
 it is the new one, complete. The temporary file never carries the database's name before it is
-whole. Only the writer of the data directory (the holder of ``daemon.pid``, query/session.py)
+whole. Only the writer of the data directory (the holder of ``daemon.pid``, aivault/vault/session.py)
 reclaims or cleans, so no other process opens the database read-write between 4 and 5; a reader
 that opens it then reads the old file to its end.
 """

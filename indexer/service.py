@@ -213,7 +213,7 @@ class IndexerService:
 
     def quiet(self) -> bool:
         """Idle after its merges: the idle compaction has run and nothing is merging, scanning, asked
-        or waiting in the mailbox (read from another thread: a reclaim, query/local.py, asks it
+        or waiting in the mailbox (read from another thread: a reclaim, aivault/vault/live.py, asks it
         before stopping this indexer, and a request that races it is handed to the next one)."""
         return (self._idle_compacted and not self.writer.segments.merging and self.merges.mode is None
                 and not self.passes.pending and self._requests.empty()
@@ -335,7 +335,7 @@ class IndexerService:
             return  # sent before the scanner re-synced; it will be re-sent
         if self.write_failure is not None and self.write_failure.fatal:
             # The database refused a commit for good (DuckDB invalidates it after a failed
-            # checkpoint): nothing can be written until it is reopened (query/local.py).
+            # checkpoint): nothing can be written until it is reopened (aivault/vault/live.py).
             self._send(slot.ident, K_NACK, Nack(seq=seq, reason=self.write_failure.message,
                                                 retry_after_s=WRITE_RETRY_MAX_S))
             return

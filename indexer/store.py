@@ -402,15 +402,10 @@ def repair_unfinished(con: duckdb.DuckDBPyConnection, meta: Meta) -> dict[str, i
     found = _unfinished(con, meta)
     if not found:
         return {}
-    from aivault.indexer import integrity
-
     with transaction(con):
         for table, col, watermark, _ in found:
             con.execute(sql_maint.DELETE_UNFINISHED.format(table=table, col=col), [watermark])
     removed = {table: n for table, _, _, n in found}
-    for table, n in removed.items():
-        integrity.record(con, "unfinished-commit", f"{table}: {n:,} row(s) of a commit that never finished "
-                                                   "removed", n)
     con.execute(sql_maint.CHECKPOINT)
     _log.warning("removed the rows of a commit that never finished (the last writer was killed while "
                  "committing; DuckDB had kept part of that commit)", rows=removed)
@@ -438,88 +433,3 @@ def reindex_if_stale(con: duckdb.DuckDBPyConnection, meta: Meta) -> Meta:
                  "transcript is read again by this indexing pass", indexed=meta.tokenizer, current=TOKENIZER_VERSION,
                  generation=new.generation)
     return new
-
-
-def open_writer(home: Home) -> tuple[duckdb.DuckDBPyConnection, Meta]:
-    """The read-write handle: migrated, cleared of an unfinished commit's rows, and emptied for
-    re-indexing if another tokenizer built it. A reclaim's temporary file left by a kill is removed
-    first (indexer/reclaim.py): only the writer, which holds daemon.pid, ever calls this."""
-    from aivault.indexer.leftover import clean_leftover
-
-    clean_leftover(home.db_path)
-    return _open_read_write(home, reindex=True)
-
-
-# Files of an older schema were written by versions that did not look after the indexes
-# (indexer/integrity.py): they are checked and rebuilt once.
-INDEXES_CHECKED_SINCE = 4
-
-
-def _open_read_write(home: Home, *, reindex: bool) -> tuple[duckdb.DuckDBPyConnection, Meta]:
-    """The read-write handle. A file whose WAL is there was not closed cleanly (its writer was killed,
-    or DuckDB invalidated it): its WAL is checkpointed first and its indexes checked and rebuilt."""
-    home.ensure()
-    unclean = _wal(home).exists()
-    old = os.umask(0o077)
-    try:
-        con = connect(home.db_path, read_only=False)
-    finally:
-        os.umask(old)
-    try:
-        if unclean:
-            # First, before any statement could leave an index unbound until the close: see
-            # indexer/integrity.py (DuckDB's shutdown checkpoint drops a replayed WAL's index entries).
-            con.execute(sql_maint.CHECKPOINT)
-        meta, version = migrate_from(con)
-        repair_unfinished(con, meta)
-        if unclean or 0 < version < INDEXES_CHECKED_SINCE:
-            from aivault.indexer import integrity
-
-            integrity.verify_and_rebuild(con, why="the last writer did not close the index" if unclean else
-                                         f"first opened by a version that checks indexes (schema {version})")
-        if reindex:
-            meta = reindex_if_stale(con, meta)
-    except UNREADABLE as exc:
-        con.close()
-        raise damaged(home.db_path, exc) from exc
-    return con, meta
-
-
-def _wal(home: Home) -> Path:
-    return Path(str(home.db_path) + ".wal")
-
-
-def open_reader(home: Home) -> duckdb.DuckDBPyConnection:
-    """A read-only handle. If the last writer died (its WAL is still there) and left rows of an
-    unfinished commit, and no writer holds the file now, those rows are removed first (a read-only
-    handle cannot remove them, and a search would count them)."""
-    con = connect(home.db_path, read_only=True)
-    try:
-        meta = read_meta(con)
-    except UNREADABLE as exc:
-        con.close()
-        raise damaged(home.db_path, exc) from exc
-    except duckdb.Error:
-        return con  # a schema this version cannot read is reported by the caller's own queries
-    if not _wal(home).exists():
-        return con
-    try:
-        dirty = bool(unfinished_rows(con, meta))
-    except duckdb.Error:
-        return con
-    if not dirty:
-        return con
-    con.close()
-    try:
-        # Only the repair: emptying a stale tokenizer's index is for a writer that then re-indexes,
-        # while this search is answered not-ready (query/engine.py) and points at `aivault index`.
-        wcon, _ = _open_read_write(home, reindex=False)
-    except IndexLocked:
-        pass  # a writer holds it, and repaired it when it opened
-    except (duckdb.Error, OSError) as exc:
-        _log.warning("the index holds rows of a commit that never finished and could not be opened to remove "
-                     "them; searches may count them until `aivault index` or `aivault serve` runs",
-                     error=str(exc))
-    else:
-        wcon.close()
-    return connect(home.db_path, read_only=True)

@@ -228,7 +228,7 @@ SELECT_MESSAGES: Final = """SELECT ord, first(role ORDER BY part), first(kind OR
                left(string_agg(text, '' ORDER BY part), ?), sum(length(text))
                FROM chunks WHERE sess = ? AND ord IN ({positions}){scope} GROUP BY ord ORDER BY ord"""
 
-# --- status and the one-shot service (query/service.py, query/direct.py) ----------------------
+# --- status and the read-only service (query/reports.py, aivault/vault/readonly.py) ------------------
 # The index's generation: which commit a read or a status saw (query/transcript.py too).
 SELECT_GENERATION: Final = "SELECT generation FROM meta"
 COUNT_SESSIONS: Final = "SELECT count(*) FROM sessions"

@@ -25,8 +25,8 @@ from aivault.errors import InvalidParams, SessionNotFound
 from aivault.indexer.duck import one
 from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role
 from aivault.query import sql
+from aivault.query.reports import reading
 from aivault.query.request import SCOPES, cut_query
-from aivault.query.service import reading
 from aivault.text import query_terms
 
 DEFAULT_COUNT = 10

@@ -98,7 +98,7 @@ class InprocDaemon:
         return self.service.indexer.reconcile(full).result(timeout)
 
     def search(self, query: str, **params: Any) -> dict[str, Any]:
-        from aivault.query.service import search_sessions
+        from aivault.vault.endpoints import search_sessions
 
         return search_sessions(self.service, {"query": query, **params})
 

@@ -89,7 +89,7 @@ def client(request: pytest.FixtureRequest, world: tuple[Home, dict[str, Path], d
         finally:
             d.stop()
     else:
-        from aivault.query.service import search_sessions, search_status
+        from aivault.vault.endpoints import search_sessions, search_status
 
         inproc = InprocDaemon(home, roots)
         inproc.reconcile()

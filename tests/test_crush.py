@@ -213,7 +213,7 @@ def test_daemon_indexes_a_session_once_rereads_a_change_once_and_sees_a_deleted_
     project's data directory): searchable with the right metadata; a second pass reads nothing; a new message
     is re-read once, still one session; a session Crush deleted is no longer present after the next full pass."""
     from aivault.broker.daemon import Daemon
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
 
     user = tmp_path / "user"
     project = user / "code" / "osprey"

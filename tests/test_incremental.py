@@ -156,7 +156,7 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
     d.start()
     try:
         d.service.indexer.reconcile(True).result(60)
-        from aivault.query.service import search_sessions
+        from aivault.vault.endpoints import search_sessions
 
         assert len(search_sessions(d.service, {"query": "okapi"})["hits"]) == 1
         st = d.handle(RpcRequest("1", METHOD_STATUS, {}))

@@ -222,7 +222,7 @@ STATUS_FIELDS = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", 
 def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[str, Path]) -> None:
     """idle before start, indexing while files are due, current after a full sweep, closed when disabled."""
     from aivault.broker.daemon import Daemon
-    from aivault.query.service import search_status
+    from aivault.vault.endpoints import search_status
     from bench.gen_corpus import generate
     from tests.conftest import root_args
 
@@ -260,7 +260,7 @@ def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
     """With no service (the null service), search answers unavailable/no-service and status the exact
     sentinel; an invalid payload is still an error."""
     from aivault.errors import InvalidParams
-    from aivault.query.service import NULL_SERVICE, search_sessions, search_status
+    from aivault.vault.endpoints import NULL_SERVICE, search_sessions, search_status
 
     assert search_sessions(NULL_SERVICE, {"query": "x"}) == {"kind": "unavailable", "reason": "no-service"}
     with pytest.raises(InvalidParams):
@@ -273,7 +273,7 @@ def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
 def test_a_registered_service_answers_disabled_or_not_ready(home: Home, roots: dict[str, Path]) -> None:
     """Registering grants no consent (disabled); a service that never indexed answers not-ready."""
     from aivault.broker.daemon import Daemon
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
     from tests.conftest import root_args
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
@@ -429,7 +429,7 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
 
     # The test drives one sweep on the writer itself: keep the idle clean-up off that connection.
     monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
-    from aivault.query.service import search_sessions, search_status
+    from aivault.vault.endpoints import search_sessions, search_status
     from tests.conftest import root_args
 
     old_start = datetime.now(UTC) - timedelta(days=100)

@@ -93,8 +93,8 @@ def test_a_vector_only_hit_is_marked_in_the_trace_and_by_render(embedded: tuple[
 
 def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots: dict[str, Path]) -> None:
     """A daemon killed before saving its vector sidecar: the read-only CLI path still answers as the daemon did."""
-    from aivault.indexer.store import open_reader
-    from aivault.query.direct import DirectService
+    from aivault.indexer.opening import open_reader
+    from aivault.vault.readonly import DirectService
 
     semantic_on(home)
     _write(roots)

@@ -37,7 +37,7 @@ RECLAIM_CHILD = """
 import json, sys
 from aivault import log
 from aivault.home import Home
-from aivault.query.session import WriterSession
+from aivault.vault.session import WriterSession
 log.configure("warning", process="reclaim-test")
 s = WriterSession(Home.resolve(sys.argv[1]), default_roots=False, schedule=False, semantic=False)
 try:
@@ -137,8 +137,8 @@ def _comparable(r: dict[str, Any]) -> dict[str, Any]:
 
 def _direct_answers(h: Home, queries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
     """What a search without a daemon answers, and the second-page cursor of the first query."""
-    from aivault.indexer.store import open_reader
-    from aivault.query.direct import DirectService
+    from aivault.indexer.opening import open_reader
+    from aivault.vault.readonly import DirectService
 
     con = open_reader(h)
     svc = DirectService(h, con)
@@ -151,8 +151,8 @@ def _direct_answers(h: Home, queries: list[dict[str, Any]]) -> tuple[list[dict[s
 
 
 def _page_two(h: Home, query: dict[str, Any], cursor: str) -> dict[str, Any]:
-    from aivault.indexer.store import open_reader
-    from aivault.query.direct import DirectService
+    from aivault.indexer.opening import open_reader
+    from aivault.vault.readonly import DirectService
 
     con = open_reader(h)
     svc = DirectService(h, con)
@@ -384,7 +384,7 @@ def test_kill_9_at_each_step_leaves_a_complete_database(unreclaimed: Home, tmp_p
 def test_not_enough_disk_space_refuses_with_the_reason(unreclaimed: Home, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Without room for the copy the reclaim is refused with a reason; the file is untouched."""
-    from aivault.query.session import WriterSession
+    from aivault.vault.session import WriterSession
 
     h = _copy_home(unreclaimed, tmp_path / "home")
     before, size = signature(h.db_path), h.db_path.stat().st_size

@@ -13,7 +13,7 @@ import pytest
 
 import aivault.indexer.segments as seg_mod
 import aivault.indexer.service
-import aivault.query.local
+import aivault.vault.live
 from aivault.errors import IndexerClosed
 from aivault.home import Home
 from aivault.indexer.segments import L0_FANIN, TIER_FANIN, Segment, SegmentSet
@@ -177,7 +177,7 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
     """A one-shot index sorts nothing until its final compaction and commits with fewer DuckDB threads; a search
     ends the bulk load."""
     from aivault.broker.daemon import Daemon
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
 
     monkeypatch.setattr(seg_mod, "FREEZE_ROWS", 50)  # read at every batch
     monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)  # no idle compaction meanwhile
@@ -223,7 +223,7 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
     nobody searching with every thread again, and the database's setting is put back when a merge ends."""
     from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
 
     assert MERGE_THREADS < THREADS
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
@@ -260,7 +260,7 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
         ix.compact("all").result(60)
         assert seen[1:] and set(seen[1:]) == {MERGE_THREADS}, seen
         assert nices[0] == base and set(nices[1:]) == {max(base, BACKGROUND_NICE)}, nices  # yields to searches
-        monkeypatch.setattr(aivault.query.local, "MERGE_QUIET_S", 0.0)  # the last search is long past
+        monkeypatch.setattr(aivault.vault.live, "MERGE_QUIET_S", 0.0)  # the last search is long past
         del seen[:]
         ClaudeWriter(roots["claude"], cwd="/home/dev/quiet").user("a walrus nobody searches for")
         ix.reconcile(True).result(60)
@@ -281,9 +281,9 @@ def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
     thread's priority as soon as a search begins, and the setting is put back when it ends."""
     from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
 
-    monkeypatch.setattr(aivault.query.local, "MERGE_QUIET_S", 0.0)  # nobody searched "recently"
+    monkeypatch.setattr(aivault.vault.live, "MERGE_QUIET_S", 0.0)  # nobody searched "recently"
     ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("a walrus before the merge")
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     d.start()
@@ -330,7 +330,7 @@ def test_a_merge_whose_registration_fails_is_abandoned_and_the_indexer_goes_on(
     """A registration the database refuses drops the merged table, keeps its inputs, and the indexer
     goes on indexing, searching and merging (it used to end the indexer thread)."""
     from aivault.broker.daemon import Daemon
-    from aivault.query.service import search_sessions
+    from aivault.vault.endpoints import search_sessions
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     d.start()

@@ -292,7 +292,7 @@ def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_withou
     """Without a daemon the saved sidecar answers hybrid; if the model cannot load, search is lexical."""
     from aivault.config import embedder_factory
     from aivault.embed import EmbedError, configured_fingerprint
-    from aivault.indexer.store import open_reader
+    from aivault.indexer.opening import open_reader
     from aivault.indexer.vector_service import ReadOnlyVectors
     from aivault.query.engine import Engine
     from aivault.query.request import parse_request

@@ -15,10 +15,10 @@ import duckdb
 from structlog.testing import capture_logs
 
 from aivault.home import Home
-from aivault.indexer.store import open_reader, open_writer
-from aivault.query.direct import DirectService
-from aivault.query.service import search_sessions
+from aivault.indexer.opening import open_reader, open_writer
 from aivault.text import TOKENIZER_VERSION
+from aivault.vault.endpoints import search_sessions
+from aivault.vault.readonly import DirectService
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.conftest import InprocDaemon
 

@@ -15,8 +15,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ROLES = ("scanner", "indexer", "query", "broker")
 # Lowest first: a module may import its own layer and the ones below it, never one above.
-LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.broker", 4),
-          ("aivault.cli", 5), ("aivault.render", 5), ("aivault.mcp", 5), ("aivault.web", 5), ("aivault.agents", 5))
+LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.vault", 4),
+          ("aivault.broker", 5), ("aivault.cli", 6), ("aivault.render", 6), ("aivault.mcp", 6), ("aivault.web", 6),
+          ("aivault.agents", 6))
 
 
 def _modules() -> dict[str, Path]:

@@ -32,7 +32,7 @@ class ScheduledDaemon:
         self.service = self.daemon.service
 
     def search(self, query: str) -> dict[str, Any]:
-        from aivault.query.service import search_sessions
+        from aivault.vault.endpoints import search_sessions
 
         return search_sessions(self.service, {"query": query})
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aivault import config, lastrun, log
 from aivault import policy as policy_mod
@@ -21,6 +19,9 @@ from aivault.errors import AivaultError, InvalidRoot
 from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR, METHOD_RECONCILE, METHOD_STATS
 from aivault.render import ProgressLine
+
+if TYPE_CHECKING:  # the vault (and DuckDB) only for the commands that write
+    from aivault.vault.oneshot import OneShot
 
 
 def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
@@ -69,7 +70,7 @@ def cmd_serve(args: argparse.Namespace, home: Home) -> int:
 
 # Ctrl-C while `index` or `clear` runs threads (the indexer, the scanners' links, the broker): the
 # handler only records it, and the main thread raises KeyboardInterrupt itself where it waits
-# (_with_progress, _wait). Raised by the handler, it lands between any two bytecodes -- once inside
+# (aivault/vault/oneshot.py). Raised by the handler, it lands between any two bytecodes -- once inside
 # the import system's weakref callback that releases the global import lock, where an exception
 # is printed and swallowed: the lock stayed held, the indexer thread's next import waited forever
 # and the command never ended (CI, tests/test_cli.py::test_ctrl_c_during_index_exits_130...).
@@ -82,17 +83,9 @@ def _defer_interrupts() -> None:
         signal.signal(signal.SIGINT, lambda signum, _frame: _stop_requested.append(signum))
 
 
-def _check_interrupt() -> None:
-    if _stop_requested:
-        raise KeyboardInterrupt
-
-
-def _wait(fut: Any) -> Any:
-    """``fut.result()``, ending with KeyboardInterrupt once Ctrl-C was pressed."""
-    while True:
-        _check_interrupt()
-        with contextlib.suppress(TimeoutError):
-            return fut.result(timeout=0.2)
+def _interrupted() -> bool:
+    """Ctrl-C was pressed (the one-shot index and the rebuild raise KeyboardInterrupt where they wait)."""
+    return bool(_stop_requested)
 
 
 def cmd_index(args: argparse.Namespace, home: Home) -> int:
@@ -108,14 +101,21 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     reclaimed: dict[str, Any] | None = None
     if conn.rpc is not None:
         rpc = conn.rpc
-        summary = _with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
-                                 lambda: _stats_over_rpc(home), bar)
+        from aivault.vault.oneshot import with_progress
+
+        try:
+            summary = with_progress(lambda: rpc.call(METHOD_RECONCILE, {"full": True}, timeout_s=24 * 3600),
+                                    lambda: _stats_over_rpc(home), bar, _interrupted)
+        finally:
+            bar.finish()
     else:
         run_started = int(time.time() * 1000)
         lastrun.started(home, run_started)
+        from aivault.vault import oneshot
+
         try:
-            reclaimed, lexical_s, summary, vectors_note = _one_shot(home, args, bar, t0)
-            _verify_index(home)
+            done = _one_shot(home, args, bar, t0)
+            oneshot.verify(home)
         except KeyboardInterrupt:
             lastrun.ended(home, run_started, int(time.time() * 1000), "interrupted (Ctrl-C) before it finished")
             raise
@@ -126,6 +126,9 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
             lastrun.ended(home, run_started, int(time.time() * 1000), f"{exc.__class__.__name__}: {exc}")
             raise
         lastrun.ended(home, run_started, int(time.time() * 1000))
+        summary, reclaimed, lexical_s = done.summary, done.reclaim, done.lexical_s
+        if done.vectors_s is not None:
+            vectors_note = f"; embedded {done.embedded:,} chunks in {done.vectors_s:.1f} s"
     elapsed = lexical_s if conn.rpc is None else time.monotonic() - t0
     msgs = int(summary.get("messages") or 0)
     if args.json:
@@ -150,41 +153,20 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
     return EXIT_OK
 
 
-def _one_shot(home: Home, args: argparse.Namespace, bar: ProgressLine,
-              t0: float) -> tuple[dict[str, Any] | None, float, dict[str, Any], str]:
-    """The index written by this process: (reclaim record, lexical seconds, pass summary, vectors note)."""
+def _one_shot(home: Home, args: argparse.Namespace, bar: ProgressLine, t0: float) -> OneShot:
+    """The index written by this process, served meanwhile so that other shells can search it."""
+    from aivault.vault import oneshot
+
     # Embedding is slow (~70 chunks/s): a one-shot index is lexical unless asked; `serve`
     # embeds in the background.
-    vectors_note = ""
     daemon = _run_daemon(home, args, schedule=False, semantic=args.vectors, bulk=True)
     daemon.start()
     try:
-        service = daemon.service
-        fut = service.indexer.reconcile(full=True)
-        summary = _with_progress(fut.result, service.stats, bar)
-        # Leave the index fully compact: the searches that follow a one-shot index run without a
-        # daemon to merge in the background, and few sorted segments answer fastest. When that
-        # merge would free enough blocks for a reclaim to follow, the reclaim's copy of the index
-        # runs it on the way (indexer/reclaim.py): the postings are written once. If the copy
-        # fails, the index is as it was and merges in place.
-        plan = _wait(service.indexer.plan_copy_merge())
-        merged = service.reclaim(restart=args.vectors, merge=plan) if plan is not None else None
-        if not (merged and merged.get("done")):
-            if not service.indexer.started:
-                service.indexer.start()
-            _wait(service.indexer.compact("all"))
-        lexical_s = time.monotonic() - t0
-        if args.vectors:
-            _with_progress(lambda: _wait_vectors(service), service.stats, bar)
-            st = service.stats()
-            vectors_note = (f"; embedded {st.get('semanticEligible', 0):,} chunks in "
-                            f"{time.monotonic() - t0 - lexical_s:.1f} s")
-        # A compaction in place freed the bulk segment's blocks: give them back to the disk.
-        _check_interrupt()
-        reclaimed = service.reclaim(restart=False) or merged
+        done = oneshot.index_once(daemon.service, vectors=args.vectors, progress=bar, interrupted=_interrupted,
+                                  started=t0)
     finally:
         daemon.close()
-    return reclaimed, lexical_s, summary, vectors_note
+    return done
 
 
 def _reclaim_note(r: dict[str, Any] | None) -> str:
@@ -204,28 +186,6 @@ def _where_looked(roots: list[Any]) -> str:
             + ". Add another folder with --root AGENT=PATH (or \"roots\" in config.json).")
 
 
-def _verify_index(home: Home) -> None:
-    """An index that cannot read itself back is not "indexed": read every table once."""
-    from aivault.indexer.store import connect, verify_readable
-
-    con = connect(home.db_path, read_only=True)
-    try:
-        verify_readable(con, home.db_path)
-    finally:
-        con.close()
-
-
-def _wait_vectors(service: Any) -> None:
-    """Until every eligible chunk has a vector (or the semantic layer reports it cannot)."""
-    while True:
-        st = service.stats()
-        if st.get("semanticState") in ("unavailable", "off"):
-            raise CliError(f"semantic search is unavailable: {st.get('semanticError') or 'turned off in config.json'}")
-        if st.get("semanticEmbedded") == st.get("semanticEligible") and st.get("vectorIndex"):
-            return
-        time.sleep(0.5)
-
-
 def _stats_over_rpc(home: Home) -> dict[str, Any]:
     from aivault.broker.client import RpcClient
 
@@ -235,29 +195,6 @@ def _stats_over_rpc(home: Home) -> dict[str, Any]:
         return value
     finally:
         c.close()
-
-
-def _with_progress(work: Callable[[], Any], stats: Callable[[], dict[str, Any]], bar: ProgressLine) -> dict[str, Any]:
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as exc:
-            box["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    while t.is_alive():
-        t.join(0.2)
-        _check_interrupt()
-        with contextlib.suppress(AivaultError):
-            bar.update(stats())
-    bar.finish()
-    if "error" in box:
-        raise box["error"]
-    value: dict[str, Any] = box["value"]
-    return value
 
 
 def cmd_clear(args: argparse.Namespace, home: Home) -> int:
@@ -271,23 +208,19 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
         note = "rebuilding in the daemon" if value.get("rebuilding") else "not rebuilding: search is disabled"
         print(f"cleared the index in {home.path} ({len(value.get('removed', []))} file(s) removed); {note}")
         return EXIT_OK
-    from aivault.query.local import clear_offline
+    from aivault.vault import oneshot
+    from aivault.vault.live import clear_offline
 
     _roots(home, args)
     # The old database is never opened: clear is the way out of a damaged one.
     removed = clear_offline(home)
     _defer_interrupts()
     daemon = _run_daemon(home, args, schedule=False)
+    bar = ProgressLine()
     try:
-        value = {"cleared": True, "removed": removed, "rebuilding": daemon.service.policy.enabled,
-                 "identity": daemon.service.indexer.identity}
-        summary: dict[str, Any] | None = None
-        if value["rebuilding"]:
-            daemon.service.start()
-            bar = ProgressLine()
-            summary = _with_progress(daemon.service.indexer.reconcile(full=True).result, daemon.service.stats, bar)
-            _wait(daemon.service.indexer.compact())
-            daemon.service.reclaim(restart=False)
+        summary = oneshot.rebuild(daemon.service, progress=bar, interrupted=_interrupted)
+        value = {"cleared": True, "removed": removed, "rebuilding": summary is not None,
+                 "identity": daemon.service.identity}
     finally:
         daemon.close()
     if args.json:

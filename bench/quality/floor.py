@@ -165,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from aivault import log
     from aivault.home import Home
-    from aivault.indexer.store import open_reader
-    from aivault.query.direct import DirectService
+    from aivault.indexer.opening import open_reader
+    from aivault.vault.readonly import DirectService
 
     log.configure("warning", process="bench")
     out = args.out.absolute()

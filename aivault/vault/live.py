@@ -25,11 +25,12 @@ import duckdb
 
 from aivault import config, log
 from aivault import policy as policy_mod
-from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid
+from aivault.errors import AivaultError, IndexerClosed, IndexLocked, PolicyInvalid, ReconcileFailed
 from aivault.home import Home, unusable
 from aivault.indexer import reclaim as reclaim_mod
 from aivault.indexer import sql_maint
 from aivault.indexer.merges import MERGE_QUIET_S
+from aivault.indexer.opening import open_writer
 from aivault.indexer.segments import MergePlan, SegmentLock
 from aivault.indexer.service import IndexerService
 from aivault.indexer.store import (
@@ -42,12 +43,12 @@ from aivault.indexer.store import (
     damaged,
     lock_holder,
     now_ms,
-    open_writer,
     read_meta,
 )
+from aivault.protocol import FRESHNESS_DEADLINE_S
 from aivault.query.engine import Engine
+from aivault.query.reports import degraded_roots, index_counts, root_report, silent_roots
 from aivault.query.request import parse_request
-from aivault.query.service import degraded_roots, index_counts, root_report, silent_roots, wait_for_reconcile
 from aivault.query.transcript import ReadRequest, read_messages
 
 _log = log.get("service")
@@ -128,6 +129,11 @@ class LocalService:
             raise damaged(home.db_path, exc) from exc
         self._bulk = False
         self.engine = self._new_engine()
+
+    @property
+    def identity(self) -> str:
+        """The database's identity (a clear gives a new one)."""
+        return self.indexer.identity
 
     def _new_indexer(self, meta: Meta) -> IndexerService:
         return IndexerService(self.home, self.con, meta, extra_roots=self.extra_roots,
@@ -596,6 +602,24 @@ class LocalService:
             "postingsSidecars": self.engine.postings.state() if self.engine.postings is not None else None,
             **(ix.vec.stats() if ix.vec is not None else {"semanticState": "off"}),
         }
+
+
+def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:
+    """docs/contract.md §5: True if the reconcile finished in time, False if the deadline passed.
+
+    The reconcile is not cancelled when the deadline passes. An error it raises before the
+    deadline propagates as ReconcileFailed.
+    """
+    t0 = time.monotonic()
+    try:
+        fut.result(timeout=deadline_s)
+        return True
+    except TimeoutError:  # concurrent.futures.TimeoutError is the builtin since Python 3.11
+        return False
+    except Exception as exc:
+        if time.monotonic() - t0 <= deadline_s:
+            raise ReconcileFailed(f"the reconcile before this search failed: {exc}") from exc
+        return False
 
 
 def _settle(fut: Future[dict[str, Any]], done: Future[dict[str, Any]]) -> None:

@@ -16,8 +16,8 @@ import threading
 from aivault import config, log
 from aivault.errors import AlreadyRunning
 from aivault.home import Home, unusable
-from aivault.indexer.store import open_writer
-from aivault.query.local import LocalService
+from aivault.indexer.opening import open_writer
+from aivault.vault.live import LocalService
 
 _log = log.get("session")
 

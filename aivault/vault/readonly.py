@@ -21,8 +21,8 @@ from aivault.protocol import STATUS_SENTINEL
 from aivault.query import sql as q
 from aivault.query.engine import Engine
 from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
+from aivault.query.reports import degraded_roots, root_report, silent_roots
 from aivault.query.request import parse_request
-from aivault.query.service import degraded_roots, root_report, silent_roots
 from aivault.query.transcript import ReadRequest, read_messages
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ class DirectService:
         process holds it), a bounded recent reconcile runs with the usual 5 s deadline, the search
         answers, and the reconcile is allowed to finish before the handle goes back to read-only.
         """
-        from aivault.indexer.store import open_reader
-        from aivault.query.session import WriterSession
+        from aivault.indexer.opening import open_reader
+        from aivault.vault.session import WriterSession
 
         self.engine.close()
         self.con.close()

@@ -1,64 +1,23 @@
-"""The session search endpoints and what every service shares (docs/contract.md §4, §5, §7).
+"""Reports read from the index for status and doctor: counts, skips, repairs, roots, degraded roots.
 
-The endpoints are called with the service that answers them; where there is none, that is the
-``NULL_SERVICE`` value (search ``unavailable/no-service``, status the sentinel). Having a service
-grants no consent: one whose policy is disabled answers ``unavailable/disabled``.
+Read-only helpers over one DuckDB connection (the live service's or a read-only one's); the
+endpoints that answer with them are in ``aivault/vault``.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any
 
 import duckdb
 
-from aivault.errors import ReconcileFailed
 from aivault.home import Home
 from aivault.indexer.duck import one
 from aivault.indexer.store import UNREADABLE, damaged
-from aivault.protocol import FRESHNESS_DEADLINE_S, STATUS_SENTINEL
 from aivault.query import sql as q
-from aivault.query.request import parse_request
-
-if TYPE_CHECKING:  # a one-shot search never waits on a future: concurrent.futures (and logging) stay unloaded
-    from concurrent.futures import Future
-
-
-class SessionSearchService(Protocol):
-    def search(self, params: Any) -> dict[str, Any]: ...
-
-    def status(self) -> dict[str, Any]: ...
-
-
-class NullService:
-    """No search service here (docs/contract.md §4, §7): search answers ``unavailable/no-service`` and status the
-    sentinel. A value, not an absence: every endpoint always has a service to call."""
-
-    def search(self, params: Any) -> dict[str, Any]:
-        parse_request(params)  # invalid payloads stay errors even with no service
-        return {"kind": "unavailable", "reason": "no-service"}
-
-    def status(self) -> dict[str, Any]:
-        return dict(STATUS_SENTINEL)
-
-
-NULL_SERVICE: Final = NullService()
-
-
-def search_sessions(service: SessionSearchService, params: Any) -> dict[str, Any]:
-    """The aiVault.searchSessions endpoint."""
-    with reading(service):
-        return service.search(params)
-
-
-def search_status(service: SessionSearchService) -> dict[str, Any]:
-    """The aiVault.searchStatus endpoint."""
-    with reading(service):
-        return service.status()
 
 
 @contextmanager
@@ -118,24 +77,6 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     finally:
         cur.close()
     return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk, "repairs": repairs}
-
-
-def wait_for_reconcile(fut: Future[dict[str, Any]], deadline_s: float = FRESHNESS_DEADLINE_S) -> bool:
-    """docs/contract.md §5: True if the reconcile finished in time, False if the deadline passed.
-
-    The reconcile is not cancelled when the deadline passes. An error it raises before the
-    deadline propagates as ReconcileFailed.
-    """
-    t0 = time.monotonic()
-    try:
-        fut.result(timeout=deadline_s)
-        return True
-    except TimeoutError:  # concurrent.futures.TimeoutError is the builtin since Python 3.11
-        return False
-    except Exception as exc:
-        if time.monotonic() - t0 <= deadline_s:
-            raise ReconcileFailed(f"the reconcile before this search failed: {exc}") from exc
-        return False
 
 
 def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, dict[str, Any]]:
