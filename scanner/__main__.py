@@ -26,7 +26,7 @@ from aivault.protocol import (
     PassDone,
 )
 from aivault.scanner.discover import Root, default_roots, parse_root_spec
-from aivault.scanner.link import Link
+from aivault.scanner.link import IngestLink
 from aivault.scanner.scan import Scanner
 from aivault.scanner.watch import Watcher
 
@@ -82,7 +82,7 @@ def _quiet_signals() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _wait_after_refusal(link: Link, scanner: Scanner, first: Resync) -> None:
+def _wait_after_refusal(link: IngestLink, scanner: Scanner, first: Resync) -> None:
     """After a NACK: set poisoned files aside, wait as long as the indexer asked, reload state.
 
     Batches still in flight may be refused too while we wait; each refusal only extends the wait
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.bulk:
         heap.tune_for_bulk("scanner")  # its batches' large buffers (aivault/heap.py)
-    link = Link(args.connect, parent=parent,
+    link = IngestLink(args.connect, parent=parent,
                 max_inflight=BULK_MAX_INFLIGHT_BATCHES if args.bulk else MAX_INFLIGHT_BATCHES)
     scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token,
                       batch_scale=BULK_BATCH_SCALE if args.bulk else 1)

@@ -35,7 +35,7 @@ from aivault.protocol import (
 _log = log.get("scanner.link")
 
 
-class Link:
+class IngestLink:
     def __init__(self, endpoint: str, ctx: zmq.Context[Any] | None = None, *, parent: int | None = None,
                  max_inflight: int = MAX_INFLIGHT_BATCHES) -> None:
         self.ctx = ctx or zmq.Context.instance()

@@ -12,20 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-Role = Literal["user", "assistant", "tool", "system"]
-Kind = Literal["text", "tool_call", "tool_result", "thinking"]
+RoleName = Literal["user", "assistant", "tool", "system"]
+KindName = Literal["text", "tool_call", "tool_result", "thinking"]
 
-# In code order (aivault.protocol.Role / Kind); a test checks they agree.
-ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
-KINDS: tuple[Kind, ...] = ("text", "tool_call", "tool_result", "thinking")
+# The wire names of aivault.protocol.Role / Kind (its integers travel), in code order; a test checks
+# they agree. Named apart from those enums: these are the strings a parser writes.
+ROLES: tuple[RoleName, ...] = ("user", "assistant", "tool", "system")
+KINDS: tuple[KindName, ...] = ("text", "tool_call", "tool_result", "thinking")
 
 
 @dataclass(slots=True)
 class Message:
     """One content block of a transcript, normalized."""
 
-    role: Role
-    kind: Kind
+    role: RoleName
+    kind: KindName
     text: str
     ts: int | None  # epoch milliseconds, None when the record carries no time
 

@@ -36,7 +36,7 @@ from aivault.protocol import (
 )
 from aivault.scanner.agents import SPECS
 from aivault.scanner.batch import BatchBuilder, session_dict
-from aivault.scanner.link import Link
+from aivault.scanner.link import IngestLink
 from aivault.scanner.model import Parser
 from aivault.scanner.parsers.jsonutil import loads_line
 from aivault.scanner.reader import HEAD_BYTES, MAX_LINE_BYTES, ReadStats
@@ -70,7 +70,7 @@ class FileRec:
 
 
 @dataclass(slots=True)
-class _Part:
+class _OpenPart:
     """One file's part of the batch being built, and what was skipped in it."""
 
     idx: int  # the part's index in the batch builder
@@ -134,7 +134,7 @@ def unchanged(found: Found, rec: FileRec) -> bool:
 
 
 class Scanner:
-    def __init__(self, link: Link, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "",
+    def __init__(self, link: IngestLink, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "",
                  batch_scale: int = 1) -> None:
         self.link = link
         self.batch_scale = batch_scale  # BULK_BATCH_SCALE when started for a bulk load
@@ -353,20 +353,20 @@ class Scanner:
             # from its start; the indexer replaces its old rows.
             start, reset, state = 0, True, None
             parser = make_parser(found.agent, found.path, None)
-        part = _Part(self._open_part(found, src.stat, start, reset, renamed_from), parser.stats.malformed,
+        part = _OpenPart(self._open_part(found, src.stat, start, reset, renamed_from), parser.stats.malformed,
                      dict(parser.stats.extra))
         pass_malformed0 = parser.stats.malformed
         pos = start
         ordinal = parser.session.message_count
 
-        def split_batch() -> _Part:
+        def split_batch() -> _OpenPart:
             # The batch ends at ``pos`` (a line boundary, the parser's state is exactly there) and
             # the file goes on in a new part of the next batch.
             self._close_part(part, src, parser, pos)
             stats.oversized += part.read.oversized
             self._flush()
             self._progress(req, stats)
-            return _Part(self._open_part(found, src.stat, pos, False, None), parser.stats.malformed,
+            return _OpenPart(self._open_part(found, src.stat, pos, False, None), parser.stats.malformed,
                          dict(parser.stats.extra))
 
         try:
@@ -399,7 +399,7 @@ class Scanner:
         if self.builder.full:
             self._flush()
 
-    def _lines(self, src: LineFile, start: int, part: _Part) -> Iterator[tuple[bytes | None, int]]:
+    def _lines(self, src: LineFile, start: int, part: _OpenPart) -> Iterator[tuple[bytes | None, int]]:
         """The complete lines after ``start``, then a settled last line that has no newline.
 
         An incomplete last line normally waits: its writer may be in the middle of it. But a
@@ -439,7 +439,7 @@ class Scanner:
             "start": start,
         })
 
-    def _close_part(self, part: _Part, src: LineFile, parser: Parser, end: int, *, complete: bool = False) -> None:
+    def _close_part(self, part: _OpenPart, src: LineFile, parser: Parser, end: int, *, complete: bool = False) -> None:
         fp = self.builder.files[part.idx]
         if complete and src.mode == "zst" and src.eof:
             fp["size"] = end  # the whole decompressed stream is read: nothing is left

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.model import Message, RoleName, SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.reader import BLOCK_BYTES, HEAD_BYTES, MAX_LINE_BYTES
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, head_fingerprint, signature
@@ -384,7 +384,7 @@ def _emit_run(out: list[Message], run: list[str], last_user: str, ms: int | None
     # Output of a shell command or of applying an edit is a tool result; the banner, warnings and
     # confirmations are Aider speaking for itself.
     is_result = last_user.startswith(_SHELL_INPUTS) or any(line.startswith(_EDIT_LINES) for line in kept)
-    role: Role = "tool" if is_result else "system"
+    role: RoleName = "tool" if is_result else "system"
     out.append(Message(role, "tool_result" if is_result else "text", text, ms))
 
 

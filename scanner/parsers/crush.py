@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from aivault.errors import UnitChanged
-from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.model import Message, RoleName, SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
@@ -44,7 +44,7 @@ TITLE_SESSION_PREFIX: Final = "title-"
 PLACEHOLDER_TITLES: Final = frozenset({"New Session", "Untitled Session", ""})
 # Streaming rewrites a session's newest messages in place; these many of them are fingerprinted.
 SIGNATURE_TAIL: Final = 3
-ROLES: Final[dict[str, Role]] = {"user": "user", "assistant": "assistant", "tool": "tool", "system": "system"}
+_ROLE_OF: Final[dict[str, RoleName]] = {"user": "user", "assistant": "assistant", "tool": "tool", "system": "system"}
 BOOKKEEPING_PARTS: Final = frozenset({"finish"})
 ATTACHMENT_PARTS: Final = frozenset({"image_url", "binary"})
 
@@ -100,7 +100,7 @@ def _list(con: sqlite3.Connection) -> Iterator[ListedSession]:
 
 
 # --- messages -------------------------------------------------------------------------------------
-def _part_messages(out: list[Message], skips: dict[str, int], role: Role, part: object, ts: int | None) -> None:
+def _part_messages(out: list[Message], skips: dict[str, int], role: RoleName, part: object, ts: int | None) -> None:
     if not isinstance(part, dict):
         count_skip(skips, "malformed-record")
         return
@@ -162,7 +162,7 @@ def read_unit(found: Found) -> Unit:
     first_user: str | None = None
     times: list[int] = []
     for role_name, raw, created, summary in rows:
-        role = ROLES.get(role_name) if isinstance(role_name, str) else None
+        role = _ROLE_OF.get(role_name) if isinstance(role_name, str) else None
         if role is None:
             count_skip(skips, f"unknown_role:{str(role_name)[:40]}")
             continue

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from aivault.errors import UnitChanged
-from aivault.scanner.model import Message, ParseStats, Role, SessionInfo
+from aivault.scanner.model import Message, ParseStats, RoleName, SessionInfo
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
@@ -126,7 +126,8 @@ def _call_text(call: object) -> str:
 Skip = Callable[[str, "str | None"], None]  # (reason, detail) of a block that is not indexed
 
 
-def content_messages(role: Role, content: object, ts: int | None, visible: bool, skip: Skip) -> list[Message] | None:
+def content_messages(role: RoleName, content: object, ts: int | None, visible: bool,
+                     skip: Skip) -> list[Message] | None:
     """The messages of one Goose message's content blocks; None when ``content`` is not a list."""
     if not isinstance(content, list):
         return None
@@ -168,7 +169,7 @@ def content_messages(role: Role, content: object, ts: int | None, visible: bool,
     return out
 
 
-def _role(value: object) -> Role | None:
+def _role(value: object) -> RoleName | None:
     if value == "user":
         return "user"
     return "assistant" if value == "assistant" else None

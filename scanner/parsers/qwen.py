@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aivault.scanner.model import Kind, Message, Role, SessionInfo
+from aivault.scanner.model import KindName, Message, RoleName, SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini import (
     FileBytes,
@@ -118,7 +118,7 @@ def record_messages(rec: dict[str, Any], skips: dict[str, int]) -> list[Message]
         if is_hook_context(text):
             count_skip(skips, "injected-context")
             return []
-        role: Role = "system" if subtype in RUNTIME_USER_SUBTYPES else "user"
+        role: RoleName = "system" if subtype in RUNTIME_USER_SUBTYPES else "user"
         return [Message(role, "text", text, ts)]
     if kind == "assistant":
         out: list[Message] = []
@@ -129,7 +129,7 @@ def record_messages(rec: dict[str, Any], skips: dict[str, int]) -> list[Message]
             if type(call) is dict:
                 out.append(Message("assistant", "tool_call", tool_call_text(call.get("name"), call.get("args")), ts))
             elif isinstance(part.get("text"), str) and part["text"]:
-                msg_kind: Kind = "thinking" if part.get("thought") is True else "text"
+                msg_kind: KindName = "thinking" if part.get("thought") is True else "text"
                 if out and out[-1].kind == msg_kind and out[-1].role == "assistant":
                     out[-1].text += part["text"]  # streamed chunks of one block
                 else:

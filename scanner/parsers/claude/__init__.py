@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aivault.scanner.model import Kind, Message, ParseStats, SessionInfo
+from aivault.scanner.model import KindName, Message, ParseStats, SessionInfo
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
@@ -394,7 +394,7 @@ class ClaudeParser(LineParser[ClaudeState]):
                 continue
             btype = block.get("type")
             block_id: str | None = None
-            kind: Kind
+            kind: KindName
             if btype == "text":
                 text = block.get("text")
                 if not isinstance(text, str) or not text:

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from aivault.scanner.model import Kind, Message, Role
+from aivault.scanner.model import KindName, Message, RoleName
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 
@@ -209,7 +209,7 @@ class Conversation:
     first_prompt: str | None = None
     times: list[int] = field(default_factory=list)  # times of bookkeeping records (activity, no message)
 
-    def add(self, role: Role, kind: Kind, text: str, ts: int | None) -> None:
+    def add(self, role: RoleName, kind: KindName, text: str, ts: int | None) -> None:
         text = text.strip()
         if text:
             self.messages.append(Message(role, kind, text, ts))

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aivault.scanner.model import Message, Role, SessionInfo
+from aivault.scanner.model import Message, RoleName, SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import as_object, compact_json, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title
@@ -105,7 +105,7 @@ def _error_text(error: dict[str, Any]) -> str:
     return f"[{name}] {detail}" if isinstance(detail, str) and detail else f"[{name}]"
 
 
-def _add_part(conv: Conversation, role: Role, part: object, ts: int | None) -> None:
+def _add_part(conv: Conversation, role: RoleName, part: object, ts: int | None) -> None:
     if not isinstance(part, dict):
         count_skip(conv.skips, "malformed-record")
         return
