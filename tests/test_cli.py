@@ -330,3 +330,16 @@ def test_ctrl_c_during_index_exits_130_without_a_libzmq_assertion(home: Home, ro
         assert not (home.path / "index.duckdb.postings").exists()  # a one-shot load builds no sidecars
         # 130, or -SIGINT when the signal lands while the interpreter is still starting (a shell shows 130).
         assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+
+
+def test_version_prints_the_package_version(home: Home) -> None:
+    """`aivault --version` (with or without --home) prints aivault.__version__, the version pyproject.toml declares."""
+    import tomllib
+
+    import aivault
+
+    declared = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert aivault.__version__ == declared["project"]["version"]
+    for args in (["--version"], ["--home", str(home.path), "--version"]):
+        out = run_cli(home.path, *args)
+        assert (out.returncode, out.stdout, out.stderr) == (0, f"aivault {aivault.__version__}\n", "")

@@ -160,6 +160,39 @@ def test_the_interpreter_start_loads_no_install_import_hook() -> None:
     assert json.loads(proc.stdout.replace("'", '"')) == []
 
 
+# Runs the command as the console script does, also where argparse ends it (--help, --version), then lists
+# what the process imported.
+EXIT_PROBE = """
+import json, sys
+from aivault.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+sys.stdout.flush()
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def parse_probe(tmp_path: Path, *args: str) -> tuple[str, set[str]]:
+    """Run ``aivault ARGS`` in a child Python; its output and the modules it had loaded when argparse exited."""
+    out = tmp_path / f"exit-{len(list(tmp_path.glob('exit-*')))}.json"
+    proc = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(out), *args], env=cli_env(tmp_path / "home"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, set(json.loads(out.read_text()))
+
+
+def test_version_loads_no_command_module(tmp_path: Path) -> None:
+    """`aivault --version` builds no subcommand: it loads nothing `--help` does not, and no command's module."""
+    shown, version = parse_probe(tmp_path, "--version")
+    listed, helped = parse_probe(tmp_path, "--help")
+    assert shown.startswith("aivault ") and "COMMAND" in listed
+    assert version <= helped, sorted(version - helped)
+    assert not [m for m in version if m.startswith("aivault.cli.") and m != "aivault.cli.common"]
+
+
 GC_PROBE = """
 import gc, json, os, sys
 import aivault.cli as cli

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from aivault import log
+from aivault import __version__, log
 from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
 from aivault.errors import AivaultError, HostUnavailable, InvalidParams, NeedsDaemon
 from aivault.home import Home
@@ -109,6 +109,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     ap = _Parser(prog="aivault",
                  description="Search the transcripts your AI coding agents left on disk.")
     ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
+    ap.add_argument("--version", action="version", version=f"aivault {__version__}",
+                    help="print aivault's version and exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def want(name: str) -> bool:
@@ -203,7 +205,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _command_word(argv: list[str]) -> str | None:
     """The subcommand named in ``argv`` when it can be told without parsing (only ``--home`` before
-    it), else None: anything unusual gets the whole parser, and so argparse's own messages."""
+    it), else None: anything unusual gets the whole parser, and so argparse's own messages.
+    ``--version`` there names no subcommand, so it is answered by a parser with none."""
     i = 0
     while i < len(argv):
         word = argv[i]
@@ -213,7 +216,7 @@ def _command_word(argv: list[str]) -> str | None:
         if word.startswith("--home="):
             i += 1
             continue
-        return word if word in COMMANDS else None
+        return word if word in COMMANDS or word == "--version" else None
     return None
 
 
