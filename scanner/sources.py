@@ -30,6 +30,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, SessionInfo
 from aivault.scanner.reader import MAX_LINE_BYTES, ReadStats, iter_lines
 
@@ -87,6 +88,40 @@ def file_signature(path: str) -> int | None:
     except OSError:
         return None
     return signature(st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def size_mtime(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of a side file whose change a reader remembers; (-1, -1) when it cannot be
+    stat-ed (a file that appears later then counts as changed)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def read_whole(path: str, limit: int, too_large: Callable[[int], str]) -> tuple[bytes, int, os.stat_result]:
+    """(the bytes of a unit read whole, its file_signature, its stat) when it did not change while
+    read. UnitChanged when it is gone or changed (the next pass reads it again); UnitUnreadable when
+    it cannot be read, or holds more than ``limit`` bytes (``too_large(size)`` says so)."""
+    before = file_signature(path)
+    if before is None:
+        raise UnitChanged(f"{path} disappeared")
+    try:
+        st = os.stat(path)
+        if st.st_size > limit:
+            raise UnitUnreadable(too_large(st.st_size))
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except FileNotFoundError as exc:
+        raise UnitChanged(f"{path} disappeared") from exc
+    except OSError as exc:
+        raise UnitUnreadable(f"cannot read: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise UnitUnreadable(too_large(len(data)))
+    if file_signature(path) != before:
+        raise UnitChanged(f"{path} changed while it was read")
+    return data, before, st
 
 
 # --- walking a root -------------------------------------------------------------------------------

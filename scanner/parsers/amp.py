@@ -25,7 +25,7 @@ from aivault.scanner.sources import (
     Root,
     RootProblem,
     Unit,
-    file_signature,
+    read_whole,
     signature,
     walk_changed,
     walk_files,
@@ -83,20 +83,8 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
 
 
 def read_thread(found: Found) -> Unit:
-    before = file_signature(found.path)
-    if before is None:
-        raise UnitChanged("the thread file is gone")
-    try:
-        st = os.stat(found.path)
-        if st.st_size > MAX_THREAD_BYTES:
-            raise UnitUnreadable(f"the thread is {st.st_size} bytes, over the {MAX_THREAD_BYTES}-byte limit")
-        data = Path(found.path).read_bytes()
-    except FileNotFoundError as exc:
-        raise UnitChanged("the thread file is gone") from exc
-    except OSError as exc:
-        raise UnitUnreadable(f"cannot read: {exc.strerror or exc}") from exc
-    if file_signature(found.path) != before:
-        raise UnitChanged("the thread was rewritten while being read")
+    data, before, st = read_whole(found.path, MAX_THREAD_BYTES,
+                                  lambda size: f"the thread is {size} bytes, over the {MAX_THREAD_BYTES}-byte limit")
     doc = loads_line(data) if data.strip() else None
     if not isinstance(doc, dict):
         if time.time_ns() - st.st_mtime_ns < SETTLE_S * 1_000_000_000:

@@ -13,13 +13,14 @@ reads the file again from its start).
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from aivault.errors import ParserStateError
-from aivault.scanner.model import Message, ParseStats
+from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 
 _WIRE = "wire"  # the field metadata naming a state field's stored key
@@ -43,6 +44,21 @@ def count_skip(skips: dict[str, int], reason: str, detail: str | None = None, n:
         if key not in skips and len(skips) >= EXTRA_KEYS_MAX:
             key = f"{reason}:other"
     skips[key] = skips.get(key, 0) + n
+
+
+def keep_recent(recent: list[Any], item: Any, limit: int) -> None:
+    """Append ``item`` to a list a state keeps bounded, dropping the oldest past ``limit`` (ids and
+    hashes remembered to recognise a repeat that arrives soon after)."""
+    recent.append(item)
+    if len(recent) > limit:
+        del recent[0]
+
+
+def file_stem(path: str, suffix: str = ".jsonl") -> str:
+    """The file name of ``path`` without ``suffix`` (or its last extension): the session id of a
+    transcript that carries none."""
+    base = os.path.basename(path)
+    return base[: -len(suffix)] if base.endswith(suffix) else os.path.splitext(base)[0]
 
 
 def stored_as(key: str, default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
@@ -193,6 +209,7 @@ class LineParser(ABC, Generic[S]):
     (counted as malformed; nothing else of it is kept).
     """
 
+    agent: str  # the wire name (scanner/agents.py)
     # Where a record's time is when it has no "timestamp" (some writers use another name).
     fallback_time_key: ClassVar[str | None] = None
     st: S  # everything the parser remembers between passes
@@ -205,6 +222,14 @@ class LineParser(ABC, Generic[S]):
     def state(self) -> dict[str, Any]:
         """Everything needed to continue after the last fed line (msgpack-serializable, bounded)."""
         return self.st.to_wire()
+
+    def _session(self, session_id: str, title: str | None, cwd: str | None, branch: str | None = None,
+                 resume_command: str | None = None, parent_session_id: str | None = None) -> SessionInfo:
+        """The session with what the line loop knows (its times and message count) filled in."""
+        st = self.st
+        return SessionInfo(agent=self.agent, session_id=session_id, title=title, cwd=cwd, branch=branch,
+                           started_at=st.started, updated_at=st.updated, message_count=st.count,
+                           resume_command=resume_command, parent_session_id=parent_session_id)
 
     def feed(self, line: bytes) -> list[Message]:
         """Parse one line (without its newline) into zero or more Messages. Never raises."""

@@ -20,8 +20,8 @@ import orjson
 
 from aivault import log
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
-from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, file_stem, keep_recent, stored_as
+from aivault.scanner.parsers.jsonutil import compact_json, first_text, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, opens_with, sized_hash, text_crc
 from aivault.scanner.sources import Mode, Root, db_change_stamp, open_sqlite
 from aivault.scanner.spec import AgentSpec, file_discovery
@@ -263,8 +263,7 @@ class CodexParser(LineParser[CodexState]):
 
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.path = path
-        base = os.path.basename(path)
-        stem = base[: -len(".jsonl")] if base.endswith(".jsonl") else os.path.splitext(base)[0]
+        stem = file_stem(path)
         match = _ROLLOUT_UUID.search(stem)
         self._file_id = match.group(0) if match else stem
 
@@ -272,25 +271,15 @@ class CodexParser(LineParser[CodexState]):
         self._resume_cache = ""
         self.st = CodexState.load(state)
 
-
     # -- session ----------------------------------------------------------------------------
 
     @property
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
         session_id = self.st.sid or self._file_id
-        return SessionInfo(
-            agent=self.agent,
-            session_id=session_id,
-            title=self.st.thread_name or self.st.first_user,
-            cwd=self.st.turn_cwd or self.st.meta_cwd,
-            branch=self.st.branch,
-            started_at=self.st.started,
-            updated_at=self.st.updated,
-            message_count=self.st.count,
-            resume_command=self._resume_command(session_id),
-            parent_session_id=self.st.parent,
-        )
+        return self._session(session_id, self.st.thread_name or self.st.first_user,
+                             self.st.turn_cwd or self.st.meta_cwd, self.st.branch,
+                             self._resume_command(session_id), self.st.parent)
 
     def _resume_command(self, session_id: str) -> str:
         # The scanner reads ``session`` after every line; avoid re-quoting an unchanged id.
@@ -377,11 +366,7 @@ class CodexParser(LineParser[CodexState]):
                 self.st.replaying = True
             return
         self.st.meta_seen = True
-        for key in ("id", "session_id"):
-            value = payload.get(key)
-            if isinstance(value, str) and value:
-                self.st.sid = value
-                break
+        self.st.sid = first_text(payload, ("id", "session_id")) or self.st.sid
         cwd = payload.get("cwd")
         if isinstance(cwd, str) and cwd:
             self.st.meta_cwd = cwd
@@ -390,11 +375,7 @@ class CodexParser(LineParser[CodexState]):
             branch = git.get("branch")
             if isinstance(branch, str) and branch:
                 self.st.branch = branch
-        for key in ("forked_from_id", "parent_thread_id"):
-            value = payload.get(key)
-            if isinstance(value, str) and value:
-                self.st.parent = value
-                break
+        self.st.parent = first_text(payload, ("forked_from_id", "parent_thread_id")) or self.st.parent
         source = payload.get("source")
         spawn = source.get("subagent") if type(source) is dict else None
         spawn = spawn.get("thread_spawn") if type(spawn) is dict else None
@@ -529,9 +510,7 @@ class CodexParser(LineParser[CodexState]):
         else:
             code = _THINKING
             message = Message("assistant", "thinking", text, ms)
-        self.st.recent.append(_text_hash(code, text))
-        if len(self.st.recent) > RECENT_EVENT_MESSAGES_MAX:
-            del self.st.recent[0]
+        keep_recent(self.st.recent, _text_hash(code, text), RECENT_EVENT_MESSAGES_MAX)
         return [message]
 
     def _item_completed(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
@@ -589,9 +568,7 @@ class CodexParser(LineParser[CodexState]):
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if isinstance(command, str) and command:
-            self.st.commands.append(text_crc(command))
-            if len(self.st.commands) > RECENT_EVENT_MESSAGES_MAX:
-                del self.st.commands[0]
+            keep_recent(self.st.commands, text_crc(command), RECENT_EVENT_MESSAGES_MAX)
 
 
 # --- where Codex keeps its rollouts (docs/formats.md §2) ---------------------------------------------

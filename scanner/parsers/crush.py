@@ -20,15 +20,21 @@ import os
 import shlex
 import sqlite3
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from aivault.errors import UnitChanged
 from aivault.scanner.model import Message, RoleName, SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
-from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
+from aivault.scanner.parsers.sqlite_units import (
+    ListedSession,
+    SessionSql,
+    columns,
+    due,
+    list_sessions,
+    pick,
+    read_session,
+)
 from aivault.scanner.parsers.textutil import first_line_title, nonblank
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
@@ -59,27 +65,19 @@ SELECT s.id, {s_parent}, {s_updated}, {s_title},
             FROM messages WHERE messages.session_id = s.id ORDER BY messages.rowid DESC LIMIT {tail})),
        {s_created}, {s_workspace}
 FROM sessions s"""
-ONE_SESSION: Final = " WHERE s.id = ?"
 MESSAGES: Final = """SELECT role, parts, {m_created}, {m_summary} FROM messages WHERE session_id = ?
 ORDER BY {m_created}, rowid"""
 
 
-@dataclass(frozen=True, slots=True)
-class _Schema:
-    sessions: str
-    messages: str
-
-
-def _schema(con: sqlite3.Connection) -> _Schema:
-    s, m = columns(con, "sessions"), columns(con, "messages")
-    require(s, "sessions", ("id",))
-    require(m, "messages", ("id", "session_id", "role", "parts"))
+def _schema(con: sqlite3.Connection) -> SessionSql:
+    s = columns(con, "sessions", ("id",))
+    m = columns(con, "messages", ("id", "session_id", "role", "parts"))
     sql = SESSION_SIGNATURE.format(
         s_parent=pick(s, "parent_session_id", alias="s"), s_updated=pick(s, "updated_at", alias="s"),
         s_title=pick(s, "title", alias="s"), s_created=pick(s, "created_at", alias="s"),
         s_workspace=pick(s, "workspace_cwd", alias="s"), m_updated=pick(m, "updated_at", alias="messages"),
         m_finished=pick(m, "finished_at", alias="messages"), tail=SIGNATURE_TAIL)
-    return _Schema(sessions=sql, messages=MESSAGES.format(m_created=pick(m, "created_at", "updated_at"),
+    return SessionSql(sessions=sql, messages=MESSAGES.format(m_created=pick(m, "created_at", "updated_at"),
                                                            m_summary=pick(m, "is_summary_message")))
 
 
@@ -151,12 +149,7 @@ def read_unit(found: Found) -> Unit:
     """One Crush session, read in one transaction."""
     db, session_id = found.locator[:2]
     project = found.locator[2] if len(found.locator) > 2 else _project_of(db)
-    with snapshot(db, found.path) as con:
-        schema = _schema(con)
-        row = con.execute(schema.sessions + ONE_SESSION, (session_id,)).fetchone()
-        if row is None:
-            raise UnitChanged(f"session {session_id} is no longer in {db}")
-        rows = con.execute(schema.messages, (session_id,)).fetchall()
+    row, rows = read_session(found, _schema)
     out: list[Message] = []
     skips: dict[str, int] = {}
     first_user: str | None = None

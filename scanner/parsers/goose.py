@@ -27,11 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from aivault.errors import UnitChanged
 from aivault.scanner.model import Message, ParseStats, RoleName, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, file_stem, stored_as
 from aivault.scanner.parsers.jsonutil import as_object, compact_json, loads_line, to_epoch_ms
-from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
+from aivault.scanner.parsers.sqlite_units import (
+    ListedSession,
+    SessionSql,
+    columns,
+    due,
+    list_sessions,
+    pick,
+    read_session,
+)
 from aivault.scanner.parsers.textutil import first_line_title, nonblank
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
@@ -57,27 +64,19 @@ SELECT s.id, {s_updated}, {s_name}, {s_description},
             FROM messages WHERE messages.session_id = s.id ORDER BY messages.rowid DESC LIMIT {tail})),
        {s_cwd}, {s_created}, {s_parent}
 FROM sessions s"""
-ONE_SESSION: Final = " WHERE s.id = ?"
 MESSAGES: Final = """SELECT role, content_json, {m_created}, {m_metadata} FROM messages WHERE session_id = ?
 ORDER BY rowid"""
 
 
-@dataclass(frozen=True, slots=True)
-class _Schema:
-    sessions: str
-    messages: str
-
-
-def _schema(con: sqlite3.Connection) -> _Schema:
-    s, m = columns(con, "sessions"), columns(con, "messages")
-    require(s, "sessions", ("id",))
-    require(m, "messages", ("session_id", "role", "content_json"))
+def _schema(con: sqlite3.Connection) -> SessionSql:
+    s = columns(con, "sessions", ("id",))
+    m = columns(con, "messages", ("session_id", "role", "content_json"))
     sql = SESSION_SIGNATURE.format(
         s_updated=pick(s, "updated_at", alias="s"), s_name=pick(s, "name", alias="s"),
         s_description=pick(s, "description", alias="s"), s_cwd=pick(s, "working_dir", alias="s"),
         s_created=pick(s, "created_at", alias="s"), s_parent=pick(s, "parent_session_id", alias="s"),
         m_metadata=pick(m, "metadata_json", alias="messages"), tail=SIGNATURE_TAIL)
-    return _Schema(sql, MESSAGES.format(m_created=pick(m, "created_timestamp", "timestamp"),
+    return SessionSql(sql, MESSAGES.format(m_created=pick(m, "created_timestamp", "timestamp"),
                                         m_metadata=pick(m, "metadata_json")))
 
 
@@ -186,13 +185,8 @@ def resume_command(session_id: str) -> str:
 # --- sessions.db ----------------------------------------------------------------------------------
 def read_unit(found: Found) -> Unit:
     """One session of ``sessions.db``, read in one transaction."""
-    db, session_id = found.locator[:2]
-    with snapshot(db, found.path) as con:
-        schema = _schema(con)
-        row = con.execute(schema.sessions + ONE_SESSION, (session_id,)).fetchone()
-        if row is None:
-            raise UnitChanged(f"session {session_id} is no longer in {db}")
-        rows = con.execute(schema.messages, (session_id,)).fetchall()
+    session_id = found.locator[1]
+    row, rows = read_session(found, _schema)
     out: list[Message] = []
     skips: dict[str, int] = {}
 
@@ -254,17 +248,14 @@ class GooseLineParser(LineParser[GooseState]):
     fallback_time_key = "created"
 
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
-        self.session_id = os.path.basename(path)[: -len(LEGACY_SUFFIX)] if path.endswith(LEGACY_SUFFIX) \
-            else os.path.basename(path)
+        self.session_id = file_stem(path, LEGACY_SUFFIX)
         self.st = GooseState.load(state)
 
 
     @property
     def session(self) -> SessionInfo:
         title = self.st.title or (first_line_title(self.st.first_user) if self.st.first_user else None)
-        return SessionInfo(agent=AGENT, session_id=self.session_id, title=title, cwd=self.st.cwd,
-                           started_at=self.st.started, updated_at=self.st.updated, message_count=self.st.count,
-                           resume_command=resume_command(self.session_id))
+        return self._session(self.session_id, title, self.st.cwd, resume_command=resume_command(self.session_id))
 
     def feed(self, line: bytes) -> list[Message]:
         self.st.lines_seen += 1

@@ -96,3 +96,12 @@ def compact_json(obj: Any) -> str:
 def as_object(value: object) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one (a field of an unexpected shape)."""
     return value if isinstance(value, dict) else {}
+
+
+def first_text(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    """The value of the first of ``keys`` that holds a non-empty string (writers renamed fields)."""
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

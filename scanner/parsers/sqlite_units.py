@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.sources import Found, Root, RootProblem, db_change_stamp, open_sqlite
@@ -108,18 +108,43 @@ def _remember(err: UnitChanged | UnitUnreadable, key: str | None) -> UnitChanged
     return err
 
 
-def columns(con: sqlite3.Connection, table: str) -> frozenset[str]:
-    """The columns of ``table`` (empty when there is no such table). ``table`` is one of our constants."""
-    return frozenset(row[1] for row in con.execute(f'PRAGMA table_info("{table}")'))
+def columns(con: sqlite3.Connection, table: str, needed: Iterable[str] | None = None) -> frozenset[str]:
+    """The columns of ``table`` (empty when there is no such table). ``table`` is one of our constants.
+
+    With ``needed``: UnitUnreadable naming the table or the first column the agent's schema lacks.
+    """
+    cols = frozenset(row[1] for row in con.execute(f'PRAGMA table_info("{table}")'))
+    if needed is not None:
+        if not cols:
+            raise UnitUnreadable(f"the database has no table {table!r}: a schema this version does not know")
+        for name in needed:
+            if name not in cols:
+                raise UnitUnreadable(f"table {table!r} has no column {name!r}: a schema this version does not know")
+    return cols
 
 
-def require(cols: frozenset[str], table: str, needed: Iterable[str]) -> None:
-    """UnitUnreadable naming the table or the first column the agent's schema lacks."""
-    if not cols:
-        raise UnitUnreadable(f"the database has no table {table!r}: a schema this version does not know")
-    for name in needed:
-        if name not in cols:
-            raise UnitUnreadable(f"table {table!r} has no column {name!r}: a schema this version does not know")
+@dataclass(frozen=True, slots=True)
+class SessionSql:
+    """The two queries of a database with a ``sessions`` table (aliased ``s``) and a ``messages``
+    table (Crush, Goose), built for the columns this database has."""
+
+    sessions: str  # every session's row: its id first, then what its change signature is made of
+    messages: str  # one session's messages, in order (the session id is the one parameter)
+
+
+ONE_SESSION: Final = " WHERE s.id = ?"
+
+
+def read_session(found: Found, sql: Callable[[sqlite3.Connection], SessionSql]) -> tuple[Any, list[Any]]:
+    """(the session's row, its message rows) of a ``(db, session id, ...)`` unit, read in one
+    transaction; UnitChanged when the session is no longer in the database."""
+    db, session_id = found.locator[:2]
+    with snapshot(db, found.path) as con:
+        queries = sql(con)
+        row = con.execute(queries.sessions + ONE_SESSION, (session_id,)).fetchone()
+        if row is None:
+            raise UnitChanged(f"session {session_id} is no longer in {db}")
+        return row, con.execute(queries.messages, (session_id,)).fetchall()
 
 
 def pick(cols: frozenset[str], *names: str, alias: str = "") -> str:

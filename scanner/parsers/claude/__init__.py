@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from aivault.scanner.model import KindName, Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, file_stem, keep_recent, stored_as
 from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
     IDE_WRAPPER,
@@ -86,8 +86,7 @@ class ClaudeParser(LineParser[ClaudeState]):
 
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.path = path
-        base = os.path.basename(path)
-        self._stem = base[: -len(".jsonl")] if base.endswith(".jsonl") else os.path.splitext(base)[0]
+        self._stem = file_stem(path)
         path_agent_id = self._stem[len("agent-") :] if self._stem.startswith("agent-") else ""
         self._path_agent_id: str | None = path_agent_id or None
         self._path_parent: str | None = None
@@ -119,18 +118,8 @@ class ClaudeParser(LineParser[ClaudeState]):
             session_id = self.st.first_sid or self._stem
             parent = None
             resume_target = session_id
-        return SessionInfo(
-            agent=self.agent,
-            session_id=session_id,
-            title=self._title(),
-            cwd=self.st.cwd,
-            branch=self.st.branch,
-            started_at=self.st.started,
-            updated_at=self.st.updated,
-            message_count=self.st.count,
-            resume_command=self._resume_command(resume_target),
-            parent_session_id=parent,
-        )
+        return self._session(session_id, self._title(), self.st.cwd, self.st.branch,
+                             self._resume_command(resume_target), parent)
 
     def _resume_command(self, target: str | None) -> str | None:
         # The scanner reads ``session`` after every line; quoting is the costly part, so the
@@ -291,9 +280,7 @@ class ClaudeParser(LineParser[ClaudeState]):
         if text_crc(leaf) in self.st.recent_uuids:
             self.st.summary_title = title
             return out
-        self.st.pending.append((leaf, title))
-        if len(self.st.pending) > PENDING_SUMMARIES_MAX:
-            del self.st.pending[0]
+        keep_recent(self.st.pending, (leaf, title), PENDING_SUMMARIES_MAX)
         return out
 
     def _bare_tool_record(self, rtype: str, obj: dict[str, Any], ms: int | None) -> list[Message]:

@@ -22,7 +22,7 @@ import orjson
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
-from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
+from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, file_stem, keep_recent, stored_as
 from aivault.scanner.parsers.copilot.workspace import (
     HISTORY_STATE,
     SESSION_STATE,
@@ -33,7 +33,7 @@ from aivault.scanner.parsers.copilot.workspace import (
 )
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, sized_hash, text_crc
-from aivault.scanner.sources import Found, Mode, Root, Unit, file_signature, signature
+from aivault.scanner.sources import Found, Mode, Root, Unit, read_whole
 from aivault.scanner.spec import AgentSpec, file_discovery
 
 __all__ = ["SPEC", "CopilotParser", "default_roots", "read_history_unit", "side_titles", "workspace_fields"]
@@ -153,8 +153,7 @@ def _session_id_from_path(path: str) -> tuple[str, str | None]:
     if base == EVENTS_FILE:
         folder = os.path.dirname(path)
         return os.path.basename(folder) or base, folder
-    stem = base[: -len(".jsonl")] if base.endswith(".jsonl") else os.path.splitext(base)[0]
-    return stem, None
+    return file_stem(path), None
 
 
 @dataclass(slots=True)
@@ -199,17 +198,8 @@ class CopilotParser(LineParser[CopilotState]):
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
         session_id = self.st.sid or self._file_id
-        return SessionInfo(
-            agent=self.agent,
-            session_id=session_id,
-            title=self._yaml_title or self.st.first_user,
-            cwd=self.st.cwd or self._yaml_cwd,
-            branch=self.st.branch or self._yaml_branch,
-            started_at=self.st.started,
-            updated_at=self.st.updated,
-            message_count=self.st.count,
-            resume_command=resume_command(session_id),
-        )
+        return self._session(session_id, self._yaml_title or self.st.first_user, self.st.cwd or self._yaml_cwd,
+                             self.st.branch or self._yaml_branch, resume_command(session_id))
 
     # -- lines ------------------------------------------------------------------------------
 
@@ -290,9 +280,7 @@ class CopilotParser(LineParser[CopilotState]):
         if digest in self.st.reasoning:
             count_skip(self.stats.extra, "duplicate_reasoning")
             return []
-        self.st.reasoning.append(digest)
-        if len(self.st.reasoning) > RECENT_REASONING_MAX:
-            del self.st.reasoning[0]
+        keep_recent(self.st.reasoning, digest, RECENT_REASONING_MAX)
         return [Message("assistant", "thinking", text, ms)]
 
     def _tool_call(self, call_id: object, name: object, arguments: object, ms: int | None) -> list[Message]:
@@ -301,9 +289,7 @@ class CopilotParser(LineParser[CopilotState]):
             if digest in self.st.calls:
                 count_skip(self.stats.extra, "duplicate_tool_call")
                 return []
-            self.st.calls.append(digest)
-            if len(self.st.calls) > RECENT_CALLS_MAX:
-                del self.st.calls[0]
+            keep_recent(self.st.calls, digest, RECENT_CALLS_MAX)
         return [Message("assistant", "tool_call", _tool_call_text(name, arguments), ms)]
 
     def _tool_result(self, data: dict[str, Any], ms: int | None) -> list[Message]:
@@ -325,22 +311,8 @@ def _args(data: Mapping[str, Any]) -> object:
 def read_history_unit(found: Found) -> Unit:
     """A legacy session document, read whole: ``{sessionId, startTime, chatMessages, timeline}``."""
     path = found.path
-    try:
-        st = os.stat(path)
-    except FileNotFoundError as exc:
-        raise UnitChanged(f"{path} vanished") from exc
-    except OSError as exc:
-        raise UnitUnreadable(f"cannot stat: {exc.strerror or exc}") from exc
-    before = signature(st.st_size, st.st_mtime_ns, st.st_ino)  # what discovery saw (walk_files)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(HISTORY_DOCUMENT_MAX_BYTES + 1)
-    except OSError as exc:
-        raise UnitUnreadable(f"cannot read: {exc.strerror or exc}") from exc
-    if len(data) > HISTORY_DOCUMENT_MAX_BYTES:
-        raise UnitUnreadable(f"larger than {HISTORY_DOCUMENT_MAX_BYTES} bytes")
-    if file_signature(path) != before:
-        raise UnitChanged(f"{path} changed while read")
+    data, before, st = read_whole(path, HISTORY_DOCUMENT_MAX_BYTES,
+                                  lambda size: f"larger than {HISTORY_DOCUMENT_MAX_BYTES} bytes")
     doc = loads_line(data)
     if type(doc) is not dict:
         # A document cut short is being written; one that parses but is no object never will be.

@@ -17,16 +17,15 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.cursor import store
-from aivault.scanner.parsers.cursor.discovery import Location, default_roots, discover, locate, side_titles, stat_sig
+from aivault.scanner.parsers.cursor.discovery import Location, default_roots, discover, locate, side_titles
 from aivault.scanner.parsers.cursor.store import INDEX, ChatMeta, chat_meta
 from aivault.scanner.parsers.cursor.text import blocks_text, parse_txt, tool_call_text, user_messages
 from aivault.scanner.parsers.jsonutil import loads_line
 from aivault.scanner.parsers.textutil import first_line_title
-from aivault.scanner.sources import Found, Unit, file_signature, signature
+from aivault.scanner.sources import Found, Unit, read_whole, size_mtime
 from aivault.scanner.spec import AgentSpec
 
 __all__ = ["SPEC", "CursorParser", "default_roots", "locate", "read_unit", "side_titles"]
@@ -55,7 +54,7 @@ def project_cwd(project_dir: str) -> str | None:
     """The workspace a project folder stands for: ``.workspace-trusted``'s workspacePath (written
     when the folder is trusted), else ``repo.json``'s workspace/rootPath/path."""
     files = [os.path.join(project_dir, n) for n in (".workspace-trusted", "repo.json")]
-    stamp = tuple(x for f in files for x in stat_sig(f))
+    stamp = tuple(x for f in files for x in size_mtime(f))
     cached = _PROJECT_CWD.get(project_dir)
     if cached is not None and cached[0] == stamp:
         return cached[1]
@@ -225,19 +224,7 @@ def read_unit(found: Found) -> Unit:
 
 def _read_txt(found: Found) -> Unit:
     path = found.path
-    try:
-        st = os.stat(path)
-        with open(path, "rb") as fh:
-            data = fh.read(TXT_MAX_BYTES + 1)
-    except FileNotFoundError as exc:
-        raise UnitChanged(f"{path} vanished") from exc
-    except OSError as exc:
-        raise UnitUnreadable(f"cannot read: {exc.strerror or exc}") from exc
-    before = signature(st.st_size, st.st_mtime_ns, st.st_ino)  # what discovery saw (walk_files)
-    if len(data) > TXT_MAX_BYTES:
-        raise UnitUnreadable(f"larger than {TXT_MAX_BYTES} bytes")
-    if file_signature(path) != before:
-        raise UnitChanged(f"{path} changed while read")
+    data, before, _ = read_whole(path, TXT_MAX_BYTES, lambda size: f"larger than {TXT_MAX_BYTES} bytes")
     messages, first_user, t0, t1 = parse_txt(data.decode("utf-8", errors="replace"))
     first = first_line_title(first_user) if first_user else None
     return Unit(ChatContext(path).session(len(messages), t0, t1, first), messages, before)

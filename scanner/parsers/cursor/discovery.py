@@ -25,6 +25,7 @@ from aivault.scanner.sources import (
     check_root,
     db_change_stamp,
     signature,
+    size_mtime,
     walk_changed,
     walk_files,
 )
@@ -68,14 +69,6 @@ def locate(path: str) -> Location:
     if at >= 2 and parts[at - 2] == PROJECTS:
         guess = str(Path(*parts[: at - 2], CHATS))
     return Location(chat_id, parent, project, guess)
-
-
-def stat_sig(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (-1, -1)
-    return (st.st_size, st.st_mtime_ns)
 
 
 def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
@@ -202,7 +195,7 @@ def _transcript_ids() -> set[str]:
     for projects in sorted(_PROJECTS):
         for slug in _listdir(projects, []):
             folder = os.path.join(projects, slug, TRANSCRIPTS)
-            mtime = stat_sig(folder)[1]
+            mtime = size_mtime(folder)[1]
             cached = _TRANSCRIPT_IDS.get(folder)
             if cached is None or cached[0] != mtime:
                 try:
@@ -249,7 +242,7 @@ def _store_only(root: Root, chats: str, dirs: dict[str, int] | None, full: bool)
 
 
 def _store_stamp(db: str, chat_dir: str) -> int:
-    return signature(db_change_stamp(db), stat_sig(os.path.join(chat_dir, store.META_JSON)))
+    return signature(db_change_stamp(db), size_mtime(os.path.join(chat_dir, store.META_JSON)))
 
 
 def _settled_signature(db: str, chat_dir: str, before: int) -> tuple[int | None, int | None]:
@@ -274,7 +267,7 @@ def side_titles(root: Root, sigs: MutableMapping[str, Any]) -> Iterator[tuple[st
     if chats is None:
         return
     for chat_id, chat_dir in INDEX.chats(chats):
-        stamp = (stat_sig(os.path.join(chat_dir, store.META_JSON)),
+        stamp = (size_mtime(os.path.join(chat_dir, store.META_JSON)),
                  db_change_stamp(os.path.join(chat_dir, store.STORE_DB)))
         if sigs.get(chat_dir) == stamp:
             continue

@@ -22,7 +22,7 @@ from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.cursor.text import blocks_text, tool_call_text, user_messages
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title
-from aivault.scanner.sources import Found, db_change_stamp, open_sqlite, signature
+from aivault.scanner.sources import Found, db_change_stamp, open_sqlite, signature, size_mtime
 
 STORE_DB = "store.db"
 META_JSON = "meta.json"
@@ -81,14 +81,6 @@ def read_meta_json(chat_dir: str) -> dict[str, Any]:
     return obj if type(obj) is dict else {}
 
 
-def _file_sig(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (-1, -1)
-    return (st.st_size, st.st_mtime_ns)
-
-
 def _clean(value: object) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
@@ -129,7 +121,7 @@ _META_CACHE: dict[str, tuple[tuple[object, ...], ChatMeta]] = {}
 def chat_meta(chat_dir: str) -> ChatMeta:
     """A chat folder's metadata, read again only when meta.json or store.db (with its WAL) changed."""
     db = os.path.join(chat_dir, STORE_DB)
-    stamp = (_file_sig(os.path.join(chat_dir, META_JSON)), db_change_stamp(db))
+    stamp = (size_mtime(os.path.join(chat_dir, META_JSON)), db_change_stamp(db))
     cached = _META_CACHE.get(chat_dir)
     if cached is not None and cached[0] == stamp:
         return cached[1]
@@ -154,13 +146,13 @@ class ChatIndex:
         """List ``chats_dir`` again where it changed (registering it if new)."""
         self.add(chats_dir)
         mtime, folders = self._roots[chats_dir]
-        now = _file_sig(chats_dir)[1]
+        now = size_mtime(chats_dir)[1]
         if now != mtime:
             names = _subdirs(chats_dir)
             folders = {p: folders.get(p, (-1, ())) for p in (os.path.join(chats_dir, n) for n in names)}
         changed = False
         for folder, (seen, _) in list(folders.items()):
-            current = _file_sig(folder)[1]
+            current = size_mtime(folder)[1]
             if current != seen:
                 folders[folder] = (current, tuple(_subdirs(folder)))
                 changed = True
@@ -217,7 +209,7 @@ def store_signature(db_path: str) -> int | None:
 
 def unit_signature(store_sig: int, chat_dir: str) -> int:
     """What discovery and the reader both compute for a store-only chat (meta.json holds its title)."""
-    return signature(store_sig, _file_sig(os.path.join(chat_dir, META_JSON)))
+    return signature(store_sig, size_mtime(os.path.join(chat_dir, META_JSON)))
 
 
 def read_store_unit(found: Found) -> tuple[SessionInfo, list[Message], int, dict[str, int], ChatMeta]:

@@ -29,7 +29,7 @@ from aivault.scanner.model import SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini.records import Replay, conversation
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
-from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, file_signature, walk_files
+from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, read_whole, walk_files
 from aivault.scanner.spec import AgentSpec, Discover, file_discovery
 
 # A session file is held in memory while it is replayed; beyond this it is refused, not read.
@@ -61,21 +61,8 @@ class FileBytes:
 
 def read_settled(path: str) -> FileBytes:
     """The bytes of a file that did not change while it was read (else UnitChanged)."""
-    before = file_signature(path)
-    if before is None:
-        raise UnitChanged(f"{path} disappeared")
-    try:
-        st = os.stat(path)
-        if st.st_size > MAX_UNIT_BYTES:
-            raise UnitUnreadable(f"larger than {MAX_UNIT_BYTES // (1024 * 1024)} MiB ({st.st_size} bytes)")
-        with open(path, "rb") as f:
-            data = f.read(MAX_UNIT_BYTES + 1)
-    except FileNotFoundError as exc:
-        raise UnitChanged(f"{path} disappeared") from exc
-    except OSError as exc:
-        raise UnitUnreadable(f"cannot read: {exc.strerror or exc}") from exc
-    if file_signature(path) != before:
-        raise UnitChanged(f"{path} changed while it was read")
+    data, before, st = read_whole(
+        path, MAX_UNIT_BYTES, lambda size: f"larger than {MAX_UNIT_BYTES // (1024 * 1024)} MiB ({size} bytes)")
     return FileBytes(data, before, time.time_ns() - st.st_mtime_ns < TAIL_SETTLE_S * 1_000_000_000)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from aivault.scanner.model import Message
 from aivault.scanner.parsers.base import count_skip
-from aivault.scanner.parsers.jsonutil import compact_json, to_epoch_ms
+from aivault.scanner.parsers.jsonutil import compact_json, first_text, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, opens_with
 
 # Context Gemini CLI sends as the first "user" turns: the environment block (a directory tree),
@@ -59,11 +59,8 @@ def response_text(response: object) -> str:
     if isinstance(response, str):
         return response
     if type(response) is dict:
-        for key in ("output", "error", "content", "llmContent"):
-            value = response.get(key)
-            if isinstance(value, str) and value:
-                return value
-        return compact_json(response) if response else ""
+        return first_text(response, ("output", "error", "content", "llmContent")) or (
+            compact_json(response) if response else "")
     if response is None:
         return ""
     return compact_json(response)

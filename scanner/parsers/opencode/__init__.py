@@ -25,7 +25,7 @@ from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.parsers.opencode import legacy
 from aivault.scanner.parsers.opencode.parts import AGENT, Conversation, SessionRecord, add_message, build_unit
-from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, require, snapshot
+from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
 
@@ -78,10 +78,9 @@ class _Schema:
 
 
 def _schema(con: sqlite3.Connection) -> _Schema:
-    s, m, p = columns(con, "session"), columns(con, "message"), columns(con, "part")
-    require(s, "session", ("id",))
-    require(m, "message", ("id", "session_id", "data"))
-    require(p, "part", ("id", "message_id", "data"))
+    s = columns(con, "session", ("id",))
+    m = columns(con, "message", ("id", "session_id", "data"))
+    p = columns(con, "part", ("id", "message_id", "data"))
     m_updated = pick(m, "time_updated", "time_created", alias="message")
     p_updated = pick(p, "time_updated", "time_created", alias="part")
     common = {"s_updated": pick(s, "time_updated", alias="s"), "s_title": pick(s, "title", alias="s"),

@@ -20,7 +20,7 @@ from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.parsers.opencode.parts import Conversation, SessionRecord, add_message, build_unit
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, signature, size_mtime
 
 STORAGE: Final = "storage"
 SESSION_PREFIX: Final = "ses_"  # session ids and so session file names
@@ -48,14 +48,6 @@ def _json_files(folder: str) -> list[str]:
             return sorted(e.path for e in it if e.name.endswith(".json") and e.is_file())
     except OSError:
         return []
-
-
-def _stat(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (-1, -1)
-    return (st.st_size, st.st_mtime_ns)
 
 
 def _load(path: str) -> object | None:
@@ -98,13 +90,13 @@ def _part_dir(storage: str, session_id: str, message_file: str) -> str:
 
 def _tree(storage: str, session_file: str, session_id: str) -> _Tree:
     messages: list[tuple[str, tuple[str, ...]]] = []
-    stats: list[object] = [_stat(session_file)]
+    stats: list[object] = [size_mtime(session_file)]
     for folder in _message_dirs(storage, session_id):
         for mf in _json_files(folder):
             parts = tuple(_json_files(_part_dir(storage, session_id, mf)))
             messages.append((mf, parts))
-            stats.append((mf, _stat(mf)))
-            stats.extend((pf, _stat(pf)) for pf in parts)
+            stats.append((mf, size_mtime(mf)))
+            stats.extend((pf, size_mtime(pf)) for pf in parts)
     return _Tree(tuple(messages), signature(*stats))
 
 
