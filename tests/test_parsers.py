@@ -1,4 +1,4 @@
-"""Tests for the Claude Code and Codex transcript parsers (scanner.claude, scanner.codex)."""
+"""Tests for the Claude Code and Codex transcript parsers (scanner.parsers.claude, scanner.parsers.codex)."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def codex_event(etype: str, **fields: Any) -> dict[str, Any]:
     return codex_line("event_msg", {"type": etype, **fields})
 
 
-# -- jsonutil ---------------------------------------------------------------------------------
+# -- jsonutil and textutil --------------------------------------------------------------------
 
 
 def test_loads_line_returns_none_instead_of_raising() -> None:
