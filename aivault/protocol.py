@@ -7,7 +7,7 @@ changelog) whenever a frame, method, field or result kind changes.
 # No `from __future__ import annotations` here: with it, every TypedDict field below is a string
 # that typing compiles when the class is made (~90 compile() calls, 2-3 ms of every CLI call).
 from enum import IntEnum
-from typing import Any, Final, TypedDict
+from typing import Any, Final, NamedTuple, TypedDict
 
 PROTOCOL_VERSION: Final = 1
 
@@ -64,19 +64,66 @@ METHOD_READ: Final = "aiVault.readSession"
 # The remote execution hosts this machine searches, with their connections' state (local control).
 METHOD_HOSTS: Final = "aiVault.listHosts"
 
-RPC_METHODS: Final = (METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_RECONCILE, METHOD_STATS, METHOD_ROOTS,
-                       METHOD_CLEAR, METHOD_READ, METHOD_HOSTS)
+
+class Method(NamedTuple):
+    """What is fixed about one RPC method, for every process that sends or serves it (docs/protocol.md §1.2).
+
+    The one list of methods: ``RPC_METHODS``, ``IDEMPOTENT_METHODS`` and ``REMOTE_CLIENT_METHODS`` are
+    derived from ``METHODS`` below, and broker/endpoints.py pairs each entry with its handler. A
+    NamedTuple rather than a frozen dataclass: the thin CLI client imports this module, and nothing it
+    loads imports ``dataclasses`` (with ``inspect``) otherwise.
+    """
+
+    name: str
+    # Asking twice changes nothing: a client may send it again on its own after ``busy``.
+    idempotent: bool
+    # A relay or paired client may ask it, and it is routed to a remote execution host; every other
+    # method is the machine owner's local control (docs/contract.md §6, §8).
+    remote: bool
+    # None when the index opened in the asking process answers it (direct mode); else the method
+    # needs a running daemon, and this is what to do without one (the ``needs-daemon`` message's end).
+    without_daemon: str | None
+    # What an older peer's method-not-found (-32601) means for it (docs/contract.md §7): "no-service"
+    # (``unavailable/no-service``), "sentinel" (the status sentinel), or None (it stays an error).
+    old_peer: str | None
+
+    def needs_daemon_message(self) -> str:
+        return f"{self.name} needs a running daemon (`aivault serve`); {self.without_daemon}"
+
+    def old_peer_answer(self) -> dict[str, Any] | None:
+        """The answer an older peer's method-not-found stands for; None: the error stands."""
+        if self.old_peer == "no-service":
+            return unavailable("no-service")
+        if self.old_peer == "sentinel":
+            return status_sentinel()
+        return None
+
+
+METHODS: Final[dict[str, Method]] = {m.name: m for m in (
+    Method(METHOD_SEARCH, idempotent=True, remote=True, without_daemon=None, old_peer="no-service"),
+    Method(METHOD_STATUS, idempotent=True, remote=True, without_daemon=None, old_peer="sentinel"),
+    Method(METHOD_PING, idempotent=True, remote=True, without_daemon=None, old_peer=None),
+    Method(METHOD_RECONCILE, idempotent=False, remote=False,
+           without_daemon="without one, `aivault index` runs a scan pass", old_peer=None),
+    Method(METHOD_STATS, idempotent=True, remote=False, without_daemon="`aivault status` works without one",
+           old_peer=None),
+    Method(METHOD_ROOTS, idempotent=True, remote=False, without_daemon=None, old_peer=None),
+    Method(METHOD_CLEAR, idempotent=False, remote=False, without_daemon="without one, run `aivault clear`",
+           old_peer=None),
+    Method(METHOD_READ, idempotent=True, remote=True, without_daemon=None, old_peer="no-service"),
+    Method(METHOD_HOSTS, idempotent=False, remote=False, without_daemon=None, old_peer=None),
+)}
+RPC_METHODS: Final = tuple(METHODS)
 # What a relay or paired client may ask (docs/contract.md §6, §8): searching, reading, status and the probe.
 # Everything else -- clearing, indexing, the host list -- is the machine owner's, asked on that machine.
-REMOTE_CLIENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_READ})
+REMOTE_CLIENT_METHODS: Final = frozenset(m.name for m in METHODS.values() if m.remote)
 # Served only on a paired listener (docs/protocol.md §5): registering a client key with a one-time
-# secret, and a paired client withdrawing its own key.
+# secret, and a paired client withdrawing its own key. Not endpoints: the listener's gate answers them.
 METHOD_PAIR: Final = "aiVault.pair"
 METHOD_UNPAIR: Final = "aiVault.unpair"
 PAIRING_METHODS: Final = (METHOD_PAIR, METHOD_UNPAIR)
 # Requests a client may send again on its own (after `busy`): asking twice changes nothing.
-IDEMPOTENT_METHODS: Final = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_STATS, METHOD_ROOTS,
-                                       METHOD_READ})
+IDEMPOTENT_METHODS: Final = frozenset(m.name for m in METHODS.values() if m.idempotent)
 
 # The RPC frames' headers (docs/protocol.md §1.1) and an error reply's body.
 class RequestHeader(TypedDict):
@@ -105,7 +152,7 @@ UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
 # Here so that the CLI can say so without importing the query layer.
 SEARCH_MAX_LIMIT: Final = 100
 # aiVault.searchStatus when no service is registered (docs/contract.md §4): "no service", not "an empty,
-# current index". Callers copy it before changing anything.
+# current index". Never changed: status_sentinel() hands out copies.
 STATUS_SENTINEL: Final[dict[str, Any]] = {
     "enabled": False,
     "phase": "idle",
@@ -117,6 +164,18 @@ STATUS_SENTINEL: Final[dict[str, Any]] = {
     "lastSweepCompletedAt": None,
     "generation": 0,
 }
+
+
+# The contract's result values that are not answers from an index, written here only (docs/contract.md §2.2, §4).
+def unavailable(reason: str) -> dict[str, Any]:
+    """``{kind: "unavailable", reason}``: no search here now; ``reason`` is one of UNAVAILABLE_REASONS."""
+    assert reason in UNAVAILABLE_REASONS, reason
+    return {"kind": "unavailable", "reason": reason}
+
+
+def status_sentinel() -> dict[str, Any]:
+    """aiVault.searchStatus where no service answers: a fresh copy of STATUS_SENTINEL, the caller's to change."""
+    return dict(STATUS_SENTINEL)
 
 # Error codes carried in an error reply (JSON-RPC numbering so old peers map cleanly).
 ERR_PARSE: Final = -32700  # the frames could not be decoded

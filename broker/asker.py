@@ -21,7 +21,7 @@ from aivault.broker.client import Connection, RpcClient, SessionSearchClient, co
 from aivault.broker.hosts import parse_host, remote_unavailable
 from aivault.errors import MethodNotFound
 from aivault.home import Home
-from aivault.protocol import METHOD_READ, METHOD_SEARCH, METHOD_STATUS
+from aivault.protocol import METHOD_SEARCH, METHOD_STATUS, METHODS
 
 # How long a front end waits for the daemon's answer before saying it did not answer.
 FRONT_END_RPC_TIMEOUT_S = 10.0
@@ -81,9 +81,10 @@ def _over_rpc(rpc: RpcClient, host: str | None, method: str, params: Any) -> Any
     try:
         return rpc.call(method, params, host=host)
     except MethodNotFound:
-        if method == METHOD_READ:
-            return {"kind": "unavailable", "reason": "no-service"}
-        raise
+        answer = METHODS[method].old_peer_answer() if method in METHODS else None
+        if answer is None:
+            raise
+        return answer
 
 
 def _close_direct(svc: Any) -> None:

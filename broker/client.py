@@ -43,12 +43,12 @@ from aivault.protocol import (
     METHOD_SEARCH,
     METHOD_STATS,
     METHOD_STATUS,
+    METHODS,
     PING_TIMEOUT_S,
     RPC_BUSY_RETRY_MAX_S,
     RPC_BUSY_RETRY_S,
     RPC_PEER_BACKLOG_MAX_BYTES,
     RPC_TIMEOUT_S,
-    STATUS_SENTINEL,
 )
 
 
@@ -191,6 +191,14 @@ def connect_daemon(home: Home) -> RpcClient | None:
         "command again (its log may say what happened).")
 
 
+def _old_peer(method: str, exc: MethodNotFound) -> dict[str, Any]:
+    """What an older peer's method-not-found stands for (docs/contract.md §7), or the error again."""
+    answer = METHODS[method].old_peer_answer()
+    if answer is None:
+        raise exc
+    return answer
+
+
 class SessionSearchClient:
     def __init__(self, rpc: RpcClient, host: str | None = None) -> None:
         self.rpc = rpc
@@ -201,8 +209,8 @@ class SessionSearchClient:
         for attempt in range(retries + 1):
             try:
                 value = self.rpc.call(METHOD_SEARCH, request, host=self.host)
-            except MethodNotFound:
-                return {"kind": "unavailable", "reason": "no-service"}
+            except MethodNotFound as exc:
+                return _old_peer(METHOD_SEARCH, exc)
             if not isinstance(value, dict) or "kind" not in value:
                 raise ProtocolError(f"searchSessions answered something that is not a result: {value!r:.200}")
             # Page 1 has no cursor to drop: asking again is what docs/contract.md §3 tells the client to do.
@@ -214,8 +222,8 @@ class SessionSearchClient:
     def status(self) -> dict[str, Any]:
         try:
             value = self.rpc.call(METHOD_STATUS, {}, host=self.host)
-        except MethodNotFound:
-            return dict(STATUS_SENTINEL)
+        except MethodNotFound as exc:
+            return _old_peer(METHOD_STATUS, exc)
         if not isinstance(value, dict):
             raise ProtocolError(f"searchStatus answered something that is not a status: {value!r:.200}")
         return value

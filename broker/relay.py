@@ -48,8 +48,9 @@ from aivault.protocol import (
     RELAY_MAX_QUEUED,
     RELAY_SILENCE_TIMEOUT_S,
     REMOTE_FRAME_KEY,
-    STATUS_SENTINEL,
     STREAM_PREAMBLE,
+    status_sentinel,
+    unavailable,
 )
 
 _log = log.get("relay")
@@ -79,19 +80,19 @@ class RelayAnswerer:
             from aivault.query.request import parse_request
 
             parse_request(params)  # invalid payloads stay errors even with no service
-            return {"kind": "unavailable", "reason": "no-service"}
+            return unavailable("no-service")
         value: dict[str, Any] = self._ask(lambda c: c.search(params))
         return value
 
     def status(self) -> dict[str, Any]:
         if not self.has_service():
-            return dict(STATUS_SENTINEL)
+            return status_sentinel()
         value: dict[str, Any] = self._ask(lambda c: c.status())
         return value
 
     def read(self, params: Any) -> dict[str, Any]:
         if not self.has_service():
-            return {"kind": "unavailable", "reason": "no-service"}
+            return unavailable("no-service")
         value: dict[str, Any] = self._ask(lambda c: c.call(METHOD_READ, params))
         return value
 

@@ -38,10 +38,11 @@ from aivault.protocol import (
     METHOD_READ,
     METHOD_SEARCH,
     METHOD_STATUS,
+    METHODS,
     REMOTE_CLIENT_METHODS,
     RESULT_KINDS,
-    STATUS_SENTINEL,
     UNAVAILABLE_REASONS,
+    unavailable,
 )
 
 _CURSOR_DOMAIN = b"aivault-host-cursor\0"
@@ -50,7 +51,6 @@ _CURSOR_TAG_BYTES = 12
 # malformed-cursor after checking the rest of the request (so invalid params stay invalid-params).
 FOREIGN_CURSOR = "!not-this-host"
 _PHASES = frozenset({"idle", "indexing", "current", "degraded", "closed"})
-_NO_SERVICE: dict[str, Any] = {"kind": "unavailable", "reason": "no-service"}
 
 
 class HostConnections:
@@ -227,11 +227,10 @@ class HostConnections:
     def _incoming(self, host: Host, transport: Transport, method: str, done: Future[Any]) -> Any:
         exc = done.exception()
         if exc is not None:
-            if isinstance(exc, MethodNotFound) and method in (METHOD_SEARCH, METHOD_READ):
-                return dict(_NO_SERVICE)
-            if isinstance(exc, MethodNotFound) and method == METHOD_STATUS:
-                return dict(STATUS_SENTINEL)
-            raise exc
+            answer = METHODS[method].old_peer_answer() if isinstance(exc, MethodNotFound) else None
+            if answer is None:
+                raise exc
+            return answer
         value = done.result()
         if method == METHOD_SEARCH:
             return self._search_result(host, transport, value)
@@ -275,7 +274,7 @@ class HostConnections:
 def _unavailable(host: Host, value: dict[str, Any]) -> dict[str, Any]:
     if value.get("reason") not in UNAVAILABLE_REASONS:
         raise ProtocolError(f"{host.id} answered unavailable with an unknown reason {value.get('reason')!r:.80}")
-    return {"kind": "unavailable", "reason": value["reason"]}
+    return unavailable(value["reason"])
 
 
 def _status(host: Host, value: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from aivault.errors import MalformedCursor
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import WriteFence
 from aivault.priority import SearchGate
+from aivault.protocol import unavailable
 from aivault.query import hits, planner, sql
 from aivault.query.bm25 import filter_clause
 from aivault.query.cursor import Position, mint, open_cursor, query_key
@@ -279,7 +280,7 @@ class Engine:
             cur = cast(duckdb.DuckDBPyConnection, r)  # _Read has the one method the search uses
             if snap.tokenizer != TOKENIZER_VERSION:
                 self._refuse_tokenizer(snap.tokenizer)
-                return {"kind": "unavailable", "reason": "not-ready"}
+                return unavailable("not-ready")
             if pos is not None and (pos.identity != snap.identity or pos.generation != snap.generation):
                 return {"kind": "stale-cursor", "generation": snap.generation, "expectedGeneration": pos.generation}
             offset = pos.offset if pos else 0

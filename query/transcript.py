@@ -23,7 +23,7 @@ import duckdb
 
 from aivault.errors import InvalidParams, SessionNotFound
 from aivault.indexer.duck import one
-from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role
+from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role, unavailable
 from aivault.query import sql
 from aivault.query.reports import reading
 from aivault.query.request import SCOPES, cut_query
@@ -194,6 +194,6 @@ def read_session(service: object, params: Any) -> dict[str, Any]:
     the service), then answered by the service, or ``unavailable/no-service`` when it cannot read."""
     req = parse_read_request(params)
     if not isinstance(service, SessionReader):
-        return {"kind": "unavailable", "reason": "no-service"}
+        return unavailable("no-service")
     with reading(service):
         return service.read_session(req)

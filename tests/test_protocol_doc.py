@@ -30,13 +30,39 @@ def test_methods_in_the_document_are_the_methods_in_the_code() -> None:
 
 
 def test_result_kinds_in_the_document_are_the_kinds_the_code_returns() -> None:
-    """The documented result kinds equal RESULT_KINDS and every kind literal in the query code."""
+    """The documented result kinds equal RESULT_KINDS and every kind literal in the code that answers
+    (``unavailable`` is written once, by its constructor in aivault/protocol.py)."""
     documented = sorted(_bullets("result-kinds"))
     assert documented == sorted(p.RESULT_KINDS)
     literals: set[str] = set()
-    for path in [*(SRC / "query").glob("*.py"), *(SRC / "broker").glob("*.py")]:
+    answering = [SRC / "query", SRC / "broker", SRC / "aivault" / "vault"]
+    for path in [*(f for d in answering for f in d.rglob("*.py")), SRC / "aivault" / "protocol.py"]:
         literals |= set(re.findall(r'"kind": "([a-z-]+)"', path.read_text()))
     assert sorted(literals) == documented
+
+
+def test_the_contracts_values_are_written_once() -> None:
+    """``unavailable`` and the status sentinel are made by their constructors in aivault/protocol.py only."""
+    writers = []
+    for folder in ("aivault", "scanner", "indexer", "query", "broker"):
+        for path in (SRC / folder).rglob("*.py"):
+            text = path.read_text()
+            if re.search(r'"kind": "unavailable"|dict\(STATUS_SENTINEL\)|\*\*STATUS_SENTINEL', text):
+                writers.append(str(path.relative_to(SRC)))
+    assert writers == ["aivault/protocol.py"]
+
+
+def test_the_method_sets_are_read_off_the_one_table() -> None:
+    """RPC_METHODS, IDEMPOTENT_METHODS and REMOTE_CLIENT_METHODS are views of protocol.METHODS."""
+    assert tuple(p.METHODS) == p.RPC_METHODS and all(name == m.name for name, m in p.METHODS.items())
+    assert {m.name for m in p.METHODS.values() if m.idempotent} == p.IDEMPOTENT_METHODS
+    assert {m.name for m in p.METHODS.values() if m.remote} == p.REMOTE_CLIENT_METHODS
+    assert not set(p.PAIRING_METHODS) & set(p.METHODS)
+    # An old peer's method-not-found stands for an answer only where a remote host may be asked.
+    assert {m.name for m in p.METHODS.values() if m.old_peer} <= p.REMOTE_CLIENT_METHODS
+    assert p.METHODS[p.METHOD_SEARCH].old_peer_answer() == {"kind": "unavailable", "reason": "no-service"}
+    assert p.METHODS[p.METHOD_STATUS].old_peer_answer() == p.STATUS_SENTINEL
+    assert p.METHODS[p.METHOD_PING].old_peer_answer() is None
 
 
 def test_error_codes_in_the_document_are_the_codes_in_the_code() -> None:

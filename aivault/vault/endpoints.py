@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from aivault.protocol import STATUS_SENTINEL
+from aivault.protocol import status_sentinel, unavailable
 from aivault.query.reports import reading
 from aivault.query.request import parse_request
 
@@ -26,10 +26,10 @@ class NullService:
 
     def search(self, params: Any) -> dict[str, Any]:
         parse_request(params)  # invalid payloads stay errors even with no service
-        return {"kind": "unavailable", "reason": "no-service"}
+        return unavailable("no-service")
 
     def status(self) -> dict[str, Any]:
-        return dict(STATUS_SENTINEL)
+        return status_sentinel()
 
 
 NULL_SERVICE: Final = NullService()

@@ -45,7 +45,7 @@ from aivault.indexer.store import (
     now_ms,
     read_meta,
 )
-from aivault.protocol import FRESHNESS_DEADLINE_S
+from aivault.protocol import FRESHNESS_DEADLINE_S, unavailable
 from aivault.query.engine import Engine
 from aivault.query.reports import degraded_roots, index_counts, root_report, silent_roots
 from aivault.query.request import parse_request
@@ -490,7 +490,7 @@ class LocalService:
             raise ValueError(f"unknown route {force_route!r}")
         req = parse_request(params)
         if not self.policy.enabled:
-            return {"kind": "unavailable", "reason": "disabled"}
+            return unavailable("disabled")
         ix = self.indexer
         if self.read_only:
             with self.lifecycle.shared():
@@ -502,7 +502,7 @@ class LocalService:
                 return self.engine.search(req, freshness_truncated=req.freshness == "wait-until-current",
                                           force_route=force_route)
         if not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0):
-            return {"kind": "unavailable", "reason": "not-ready"}
+            return unavailable("not-ready")
         ix.end_bulk()
         fresh_cut = False
         if req.freshness == "wait-until-current":
@@ -514,11 +514,11 @@ class LocalService:
     def read_session(self, req: ReadRequest) -> dict[str, Any]:
         """aiVault.readSession: consent and readiness as for search; never waits for the indexer."""
         if not self.policy.enabled:
-            return {"kind": "unavailable", "reason": "disabled"}
+            return unavailable("disabled")
         ix = self.indexer
         if not self.read_only and not self._reclaiming and (
                 not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0)):
-            return {"kind": "unavailable", "reason": "not-ready"}
+            return unavailable("not-ready")
         with self.lifecycle.shared():
             cur = self.con.cursor()
             try:

@@ -17,7 +17,7 @@ from aivault import config
 from aivault import policy as policy_mod
 from aivault.home import Home
 from aivault.indexer.duck import one
-from aivault.protocol import STATUS_SENTINEL
+from aivault.protocol import status_sentinel, unavailable
 from aivault.query import sql as q
 from aivault.query.engine import Engine
 from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
@@ -44,14 +44,14 @@ class MissingIndexService:
     def search(self, params: Any) -> dict[str, Any]:
         parse_request(params)  # invalid payloads stay errors
         enabled = policy_mod.load(self.home).enabled
-        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
+        return unavailable("not-ready" if enabled else "disabled")
 
     def status(self) -> dict[str, Any]:
-        return {**STATUS_SENTINEL, "enabled": policy_mod.load(self.home).enabled}
+        return {**status_sentinel(), "enabled": policy_mod.load(self.home).enabled}
 
     def read_session(self, req: ReadRequest) -> dict[str, Any]:
         enabled = policy_mod.load(self.home).enabled
-        return {"kind": "unavailable", "reason": "not-ready" if enabled else "disabled"}
+        return unavailable("not-ready" if enabled else "disabled")
 
 
 class _DeferredVectors:
@@ -105,7 +105,7 @@ class DirectService:
     def search(self, params: Any) -> dict[str, Any]:
         req = parse_request(params)
         if not policy_mod.load(self.home).enabled:
-            return {"kind": "unavailable", "reason": "disabled"}
+            return unavailable("disabled")
         if req.freshness == "wait-until-current":
             return self._search_fresh(params)
         return self.engine.search(req)
@@ -170,7 +170,7 @@ class DirectService:
     def read_session(self, req: ReadRequest) -> dict[str, Any]:
         """aiVault.readSession from the read-only handle (consent is checked as for search)."""
         if not policy_mod.load(self.home).enabled:
-            return {"kind": "unavailable", "reason": "disabled"}
+            return unavailable("disabled")
         cur = self.con.cursor()
         try:
             return read_messages(cur, req)
