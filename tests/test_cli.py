@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -343,3 +345,43 @@ def test_version_prints_the_package_version(home: Home) -> None:
     for args in (["--version"], ["--home", str(home.path), "--version"]):
         out = run_cli(home.path, *args)
         assert (out.returncode, out.stdout, out.stderr) == (0, f"aivault {aivault.__version__}\n", "")
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every parser of the command line, nested subcommands included, each with the words that reach it."""
+    path = path or parser.prog
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def undocumented(parser: argparse.ArgumentParser) -> list[str]:
+    """The options, arguments and subcommands of the whole command line that have no help line (argparse's -h
+    aside; an option hidden on purpose says so with argparse.SUPPRESS)."""
+    missing: list[str] = []
+    for path, p in _parsers(parser):
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                listed = {choice.dest: choice.help for choice in action._choices_actions}
+                missing += [f"{path} {name}" for name in action.choices if not listed.get(name)]
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_option_of_every_command_has_a_help_line() -> None:
+    """Walking the whole parser, every subcommand (nested ones too) and every option and argument has a help line."""
+    from aivault.cli import build_parser
+
+    parser = build_parser()
+    assert undocumented(parser) == []
+    commands = [path for path, _ in _parsers(parser)]
+    assert "aivault hosts add" in commands and "aivault agent install" in commands  # the walk reaches nested ones
+    bare = argparse.ArgumentParser(prog="t")
+    bare.add_argument("--quiet", action="store_true")
+    bare.add_subparsers(dest="verb").add_parser("go").add_argument("target")
+    assert undocumented(bare) == ["t --quiet", "t go", "t go target"]

@@ -143,13 +143,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.set_defaults(fn=_command("index", "cmd_index"))
     if want("search"):
         p = sub.add_parser("search", help="search sessions")
-        p.add_argument("query")
+        p.add_argument("query",
+                       help="words, \"a phrase\", and operators such as agent:codex path:/home/me/api branch:main")
         p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
         p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
         p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
-        p.add_argument("--sort", choices=("relevance", "newest"))
-        p.add_argument("--limit", type=int, default=10)
-        p.add_argument("--scope", choices=("conversation", "all"))
+        p.add_argument("--sort", choices=("relevance", "newest"), help="order of the sessions (default relevance)")
+        p.add_argument("--limit", type=int, default=10, help="sessions per page, 1 to 100 (default 10)")
+        p.add_argument("--scope", choices=("conversation", "all"),
+                       help="conversation: only what the user and the assistant wrote; all (default): tool calls, "
+                            "their results and metadata too")
         p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
         p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
         p.add_argument("--debug", action="store_true", help="include the planner's report")
@@ -158,7 +161,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.set_defaults(fn=_command("search", "cmd_search"))
     if want("status"):
         p = sub.add_parser("status", help="indexing status")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the contract's status object")
         host(p)
         p.set_defaults(fn=_command("search", "cmd_status"))
     if want("doctor"):
@@ -174,13 +177,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.set_defaults(fn=_command("search", "cmd_rpc"))
     if want("enable"):
         p = sub.add_parser("enable", help="consent to indexing agent sessions")
-        p.add_argument("--history-days", type=_positive)
+        p.add_argument("--history-days", type=_positive, metavar="DAYS",
+                       help="keep only the sessions of the last DAYS days (default: the retention set before)")
         control(p)
         p.set_defaults(fn=_command("policy", "cmd_enable"))
     if want("clear"):
         p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
         roots(p)
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print what was removed and rebuilt as JSON")
         control(p)
         p.set_defaults(fn=_command("index", "cmd_clear"))
     if want("disable"):
@@ -190,8 +194,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if want("policy"):
         p = sub.add_parser("policy", help="show or change retention")
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--history-days", type=_positive)
-        g.add_argument("--forever", action="store_true")
+        g.add_argument("--history-days", type=_positive, metavar="DAYS",
+                       help="keep the sessions of the last DAYS days (older ones are swept)")
+        g.add_argument("--forever", action="store_true", help="keep all history")
         p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
         p.add_argument("--relay", choices=("on", "off"),
                        help="whether `aivault relay` answers ssh clients on this machine (default off)")

@@ -30,28 +30,30 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(fn=cmd_hosts)
     hs = p.add_subparsers(dest="hosts_command", metavar="ACTION")
     a = hs.add_parser("add", help="add ssh:<target>: a machine reached by `ssh <target> aivault relay --stdio`")
-    a.add_argument("host", metavar="ssh:TARGET")
+    a.add_argument("host", metavar="ssh:TARGET", help="what ssh is given to reach the machine: an alias of "
+                                                    "~/.ssh/config, HOST or USER@HOST")
     a.add_argument("--ssh-command", help="the ssh command line for this host (default: $AIVAULT_SSH_COMMAND, "
                                          "config.json ssh.command, or `ssh -T -o BatchMode=yes`)")
     a.add_argument("--relay-command", help="what the remote shell runs (default `aivault relay --stdio`), e.g. "
                                            "'env AIVAULT_HOME=/data/av ~/.local/bin/aivault relay --stdio'")
     a.set_defaults(fn=cmd_hosts_add)
     r = hs.add_parser("remove", help="forget a host (a paired runtime is told to drop this machine's key)")
-    r.add_argument("host", metavar="HOST")
+    r.add_argument("host", metavar="HOST", help="the host's id as `aivault hosts` lists it (ssh:... or runtime:...)")
     r.set_defaults(fn=cmd_hosts_remove)
     pr = hs.add_parser("pair", help="pair with a runtime using the code `aivault pair` printed there")
-    pr.add_argument("code")
+    pr.add_argument("code", help="the aivault-pair:... code `aivault pair` printed on the runtime")
     pr.add_argument("--name", help="this machine's name on the runtime (default: its host name)")
     pr.set_defaults(fn=cmd_hosts_pair)
     rv = hs.add_parser("revoke", help="on a runtime: withdraw a paired client's key (it is refused at once)")
-    rv.add_argument("client", metavar="NAME|FINGERPRINT")
+    rv.add_argument("client", metavar="NAME|FINGERPRINT",
+                    help="the client's name or key fingerprint as `aivault hosts` lists it")
     rv.set_defaults(fn=cmd_hosts_revoke)
 
     p = sub.add_parser("pair", help="on a runtime: print a one-time code that pairs a client with this machine")
     p.add_argument("--address", metavar="HOST:PORT",
                    help="the address clients reach this machine's listener at (default: where it listens)")
     p.add_argument("--expires-min", type=float, default=10.0, help="minutes the code stays valid (default 10)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the code, the runtime's id and address as JSON")
     p.set_defaults(fn=cmd_pair)
 
     p = sub.add_parser("relay", help="serve this machine's search on stdin/stdout (what ssh runs for a client)")
