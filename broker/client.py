@@ -26,7 +26,6 @@ from aivault.errors import (
     DaemonNotAnswering,
     DaemonUnreachable,
     MethodNotFound,
-    NeedsDaemon,
     ProtocolError,
     from_error_value,
 )
@@ -34,14 +33,9 @@ from aivault.home import Home
 from aivault.protocol import (
     DEAF_PING_TIMEOUT_S,
     IDEMPOTENT_METHODS,
-    METHOD_CLEAR,
     METHOD_HOSTS,
     METHOD_PING,
-    METHOD_READ,
-    METHOD_RECONCILE,
-    METHOD_ROOTS,
     METHOD_SEARCH,
-    METHOD_STATS,
     METHOD_STATUS,
     METHODS,
     PING_TIMEOUT_S,
@@ -229,6 +223,32 @@ class SessionSearchClient:
         return value
 
 
+class _DirectAnswers:
+    """Direct mode's answers for the endpoint table: the index opened here on first use."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def search(self, params: Any) -> dict[str, Any]:
+        from aivault.vault.endpoints import search_sessions
+
+        return search_sessions(self.conn._direct(), params)
+
+    def status(self) -> dict[str, Any]:
+        from aivault.vault.endpoints import search_status
+
+        return search_status(self.conn._direct())
+
+    def read(self, params: Any) -> dict[str, Any]:
+        from aivault.query.transcript import read_session
+
+        return read_session(self.conn._direct(), params)
+
+    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
+        report: dict[str, dict[str, Any]] = self.conn._direct().root_report(roots)
+        return report
+
+
 class Connection:
     """Either a running daemon (over ZeroMQ) or the index opened read-only in this process.
 
@@ -279,38 +299,19 @@ class Connection:
             return self._remote().call(parse_host(host), method, params)
         if self.rpc is not None:
             return self.rpc.call(method, params)
-        if method == METHOD_HOSTS:
-            check = bool(params.get("check")) if isinstance(params, dict) else False
-            return self._remote().states(check).result()
-        # Direct mode: the query layer (and DuckDB) only for the methods that read the index.
-        if method == METHOD_SEARCH:
-            from aivault.vault.endpoints import search_sessions
+        # Direct mode: the endpoint table, as the daemon answers, with this process's index (opened, and the
+        # query layer and DuckDB imported, only by the methods that read it) and no daemon's controls.
+        from concurrent.futures import Future
 
-            return search_sessions(self._direct(), params)
-        if method == METHOD_STATUS:
-            from aivault.vault.endpoints import search_status
+        from aivault.broker.endpoints import Context, dispatch
+        from aivault.broker.exposure import LOCAL_CALLER
 
-            return search_status(self._direct())
-        if method == METHOD_READ:
-            from aivault.query.transcript import read_session
+        ctx = Context(LOCAL_CALLER, _DirectAnswers(self), self._ping, roots=_DirectAnswers(self), hosts=self._remote)
+        value = dispatch(ctx, RpcRequest("direct", method, params, None))
+        return value.result() if isinstance(value, Future) else value
 
-            return read_session(self._direct(), params)
-        if method == METHOD_PING:
-            return {"pong": True, "mode": "direct", "home": str(self.home.path)}
-        if method == METHOD_RECONCILE:
-            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); without one, `aivault index` "
-                              "runs a scan pass")
-        if method == METHOD_CLEAR:
-            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); without one, run `aivault clear`")
-        if method == METHOD_ROOTS:
-            svc = self._direct()
-            report = getattr(svc, "root_report", None)
-            roots = params.get("roots") if isinstance(params, dict) else []
-            return report(roots) if report is not None else {r: {"units": 0, "sessions": 0, "skipped": {}}
-                                                              for r in roots or []}
-        if method == METHOD_STATS:
-            raise NeedsDaemon(f"{method} needs a running daemon (`aivault serve`); `aivault status` works without one")
-        raise MethodNotFound(f"unknown method {method!r}")
+    def _ping(self) -> dict[str, Any]:
+        return {"pong": True, "mode": "direct", "home": str(self.home.path)}
 
     def direct_counts(self) -> dict[str, Any] | None:
         """Session count and skips straight from the read-only index (no daemon to ask)."""

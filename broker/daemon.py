@@ -5,10 +5,12 @@ answers queries: query workers are threads here. ``aivault serve`` runs it until
 SIGTERM; ``aivault index`` runs the same thing until the index is current, so searches from
 other shells keep working while it indexes.
 
-Requests addressed to a remote execution host are routed by ``HostConnections`` (broker/remote.py):
-the handler returns a Future, so a slow host holds no query worker. With ``listen``
+Both of its brokers dispatch through the endpoint table (broker/endpoints.py) with the daemon's
+context: its service answers search, status and read, its writer the local controls. Requests
+addressed to a remote execution host are routed by ``HostConnections`` (broker/remote.py): the
+handler returns a Future, so a slow host holds no query worker. With ``listen``
 (``aivault serve --listen tcp://ADDR:PORT``) a second broker serves paired clients over CurveZMQ
-(broker/pairing.py); their requests go through ``answer_remote`` (broker/access.py).
+(broker/pairing.py): after the listener's gate, the same dispatch, as a paired caller.
 """
 
 from __future__ import annotations
@@ -18,54 +20,34 @@ import os
 import signal
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future
 from typing import Any
 
 from aivault import __version__, log
-from aivault.broker.access import answer_remote
+from aivault.broker.endpoints import ENDPOINTS, Context, dispatch, remote_ping
 from aivault.broker.exposure import FULL_DIAGNOSTICS, LOCAL_CALLER, Caller
-from aivault.broker.hosts import Host, parse_host
 from aivault.broker.pairing import CurveGate
 from aivault.broker.remote import HostConnections
 from aivault.broker.router import Broker
 from aivault.codec import RpcRequest
-from aivault.errors import (
-    AivaultError,
-    AuthenticationError,
-    DaemonFailed,
-    IndexingDisabled,
-    InvalidParams,
-    MethodNotFound,
-    NotPermitted,
-    clip,
-)
+from aivault.errors import AivaultError, AuthenticationError, DaemonFailed, IndexingDisabled
 from aivault.home import Home
 from aivault.protocol import (
     DAEMON_FATAL_EXIT_TIMEOUT_S,
-    METHOD_CLEAR,
-    METHOD_HOSTS,
     METHOD_PING,
-    METHOD_READ,
-    METHOD_RECONCILE,
-    METHOD_ROOTS,
-    METHOD_SEARCH,
-    METHOD_STATS,
-    METHOD_STATUS,
     PAIRING_METHODS,
     PROTOCOL_VERSION,
-    REMOTE_CLIENT_METHODS,
     REMOTE_FRAME_KEY,
 )
-from aivault.query.transcript import read_session
-from aivault.vault.endpoints import NULL_SERVICE, SessionSearchService, search_sessions, search_status
+from aivault.vault.endpoints import NULL_SERVICE, ServiceAnswers, SessionSearchService
 from aivault.vault.session import WriterSession
 
 _log = log.get("daemon")
 
 
 _REPLY_CACHE = 64
-# Every method Daemon.handle serves; the broker answers any other one itself.
-DAEMON_METHODS: frozenset[str] = frozenset({METHOD_SEARCH, METHOD_STATUS, METHOD_PING, METHOD_ROOTS, METHOD_STATS,
-                                            METHOD_RECONCILE, METHOD_CLEAR, METHOD_READ, METHOD_HOSTS})
+# Every method Daemon.handle serves (the whole endpoint table); the broker answers any other one itself.
+DAEMON_METHODS: frozenset[str] = frozenset(ENDPOINTS)
 # How long start() waits for the paired listener to bind before reporting why it could not.
 _LISTEN_READY_S = 10.0
 # The exit status when the orderly shutdown after a fatal failure hangs (EX_SOFTWARE).
@@ -104,7 +86,7 @@ class Daemon:
         if listen is not None:
             self.gate = CurveGate(home)
             # Every method the daemon knows reaches the handler, so that a paired client asking for local
-            # control hears not-permitted (broker/access.py), not method-not-found.
+            # control hears not-permitted (broker/endpoints.py), not method-not-found.
             self.listener = Broker(listen, REMOTE_FRAME_KEY, self._handle_paired, workers=2,
                                    inline=frozenset({METHOD_PING}),
                                    methods=DAEMON_METHODS | frozenset(PAIRING_METHODS), gate=self.gate)
@@ -113,50 +95,30 @@ class Daemon:
     def handle(self, req: RpcRequest, caller: Caller = LOCAL_CALLER) -> Any:
         if caller.transport not in FULL_DIAGNOSTICS:
             return self._handle_paired(req, caller)
-        host = parse_host(req.host)
-        if not host.is_local:
-            return self._remote(host, req)
-        m = req.method
-        if m == METHOD_SEARCH:
-            return search_sessions(self._endpoint, req.params)
-        if m == METHOD_STATUS:
-            return search_status(self._endpoint)
-        if m == METHOD_READ:
-            return read_session(self._endpoint, req.params)
-        if m == METHOD_PING:
-            return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
-                    "home": str(self.home.path), "listen": self.listener.bound if self.listener else None}
-        if m == METHOD_ROOTS:
-            return self.service.root_report(_root_list(req.params))
-        if m == METHOD_STATS:
-            return self.service.stats()
-        if m == METHOD_RECONCILE:
-            return self._reconcile(req.params)
-        if m == METHOD_CLEAR:
-            return self._once(req.id, self.service.clear)
-        if m == METHOD_HOSTS:
-            check = req.params.get("check", False) if isinstance(req.params, dict) else None
-            if not isinstance(check, bool):
-                raise InvalidParams("aiVault.listHosts takes {check: bool}")
-            return self.hosts.states(check)
-        raise MethodNotFound(f"unknown method {clip(m)!r}")
+        return dispatch(self._context(caller), req)
 
-    def _remote(self, host: Host, req: RpcRequest) -> Any:
-        """A request for a remote host: its Future, answered by the host (never by the local index)."""
-        if req.method not in REMOTE_CLIENT_METHODS and req.method in DAEMON_METHODS:
-            raise NotPermitted(f"{req.method} is local control: it is refused for any host but local. Run it on "
-                               f"{host.id} itself.")
-        return self.hosts.request(host, req.method, req.params)
+    def _context(self, caller: Caller) -> Context:
+        """The daemon as the endpoint table sees it, for ``caller``: what its endpoints answer from now (the
+        null service until it starts and once it closes), its writer's controls, its host connections."""
+        endpoint = self._endpoint
+        local = caller.transport in FULL_DIAGNOSTICS
+        return Context(caller, ServiceAnswers(endpoint),
+                       self._ping if local else lambda: remote_ping(endpoint is not NULL_SERVICE),
+                       roots=self.service, hosts=lambda: self.hosts, controls=_Controls(self))
+
+    def _ping(self) -> dict[str, Any]:
+        return {"pong": True, "pid": os.getpid(), "protocol": PROTOCOL_VERSION, "version": __version__,
+                "home": str(self.home.path), "listen": self.listener.bound if self.listener else None}
 
     def _handle_paired(self, req: RpcRequest, caller: Caller) -> Any:
-        """A request on the paired listener: pairing, or a paired client's search (broker/access.py)."""
+        """A request on the paired listener: pairing (the listener's gate), or a paired client's request."""
         if req.method in PAIRING_METHODS:
             assert self.gate is not None
             return self.gate.handle(req, caller)
         if caller.client is None and req.method != METHOD_PING:
             raise AuthenticationError("this connection was admitted only to pair: send aiVault.pair with the "
                                       "secret of a pairing code first")
-        return answer_remote(req, caller, _Answerer(self))
+        return dispatch(self._context(caller), req)
 
     def _once(self, request_id: str, action: Any) -> Any:
         with self._replies_lock:
@@ -168,15 +130,6 @@ class Daemon:
             while len(self._replies) > _REPLY_CACHE:
                 self._replies.popitem(last=False)
         return value
-
-    def _reconcile(self, params: Any) -> Any:
-        if not isinstance(params, dict) or not isinstance(params.get("full", False), bool):
-            raise InvalidParams("aiVault.reconcile takes {full: bool}")
-        self.service.apply_policy()
-        if not self.service.policy.enabled:
-            raise IndexingDisabled("indexing is disabled for this data directory: run `aivault enable` first")
-        # The future itself: the broker answers when it resolves, without a worker waiting on a scan.
-        return self.service.reconcile(bool(params.get("full", False)))
 
     # --- life cycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -250,27 +203,23 @@ class Daemon:
         _log.info("daemon stopped")
 
 
-def _root_list(params: Any) -> list[str]:
-    roots = params.get("roots") if isinstance(params, dict) else None
-    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots) or len(roots) > 256:
-        raise InvalidParams("aiVault.rootReport takes {roots: [path, ...]} (at most 256)")
-    return roots
-
-
-class _Answerer:
-    """The daemon's own answers for paired clients (broker/access.py exposes them)."""
+class _Controls:
+    """What only the daemon does, for the endpoint table: it writes the index."""
 
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
 
-    def has_service(self) -> bool:
-        return self.daemon._endpoint is not NULL_SERVICE
+    def stats(self) -> dict[str, Any]:
+        return self.daemon.service.stats()
 
-    def search(self, params: Any) -> dict[str, Any]:
-        return search_sessions(self.daemon._endpoint, params)
+    def reconcile(self, full: bool) -> Future[dict[str, Any]]:
+        service = self.daemon.service
+        service.apply_policy()
+        if not service.policy.enabled:
+            raise IndexingDisabled("indexing is disabled for this data directory: run `aivault enable` first")
+        return service.reconcile(full)
 
-    def status(self) -> dict[str, Any]:
-        return search_status(self.daemon._endpoint)
-
-    def read(self, params: Any) -> dict[str, Any]:
-        return read_session(self.daemon._endpoint, params)
+    def clear(self, request_id: str) -> dict[str, Any]:
+        """A repeated request id gets the stored reply: a clear is not asked twice by a retry."""
+        value: dict[str, Any] = self.daemon._once(request_id, self.daemon.service.clear)
+        return value

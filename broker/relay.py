@@ -4,9 +4,9 @@ The stream on standard input and output is docs/protocol.md §5.1: the preamble,
 each a frame count and length-prefixed frames. The relay answers for its own machine only -- through
 its daemon when one answers, else from the index opened read-only for that one request (holding it
 open would keep ``aivault serve`` from starting) -- and never forwards. Until the machine's owner runs
-``aivault policy --relay on`` there, it has no service: search is ``unavailable/no-service``, status
-the sentinel. Its clients are ``relay`` clients (broker/access.py): no clearing, no indexing, and the
-redacted status.
+``aivault policy --relay on`` there, it has no service (``NULL_SERVICE``): search is
+``unavailable/no-service``, status the sentinel. Its clients are ``relay`` clients: it dispatches through
+the endpoint table (broker/endpoints.py) as one -- no clearing, no indexing, and the redacted status.
 
 Pings are answered by the reading loop at once (they are the client's heartbeats); other requests
 wait, a few at most, for the one worker. Framing errors end the stream -- it cannot be re-synchronized
@@ -28,19 +28,11 @@ from typing import Any
 
 from aivault import log
 from aivault import policy as policy_mod
-from aivault.broker.access import answer_remote
 from aivault.broker.client import Connection
+from aivault.broker.endpoints import Answers, Context, dispatch, error_frames, error_reply, remote_ping, reply_frames
 from aivault.broker.exposure import Caller
-from aivault.codec import (
-    RpcReply,
-    RpcRequest,
-    StreamDecoder,
-    decode_request,
-    encode_reply,
-    encode_stream,
-    peek_request_id,
-)
-from aivault.errors import AivaultError, Busy, DaemonUnreachable, IndexLocked, clip, error_value
+from aivault.codec import RpcRequest, StreamDecoder, decode_request, encode_stream, peek_request_id
+from aivault.errors import AivaultError, Busy, DaemonUnreachable, IndexLocked, clip
 from aivault.home import Home
 from aivault.protocol import (
     METHOD_PING,
@@ -49,8 +41,6 @@ from aivault.protocol import (
     RELAY_SILENCE_TIMEOUT_S,
     REMOTE_FRAME_KEY,
     STREAM_PREAMBLE,
-    status_sentinel,
-    unavailable,
 )
 
 _log = log.get("relay")
@@ -66,7 +56,8 @@ _RETRY_PAUSE_S = 1.0
 
 
 class RelayAnswerer:
-    """This machine's answers, for the relay: its daemon, else its index for one request at a time."""
+    """This machine's answers, for the relay: its daemon, else its index for one request at a time; with no
+    relay consent, the null service's."""
 
     def __init__(self, home: Home) -> None:
         self.home = home
@@ -75,24 +66,26 @@ class RelayAnswerer:
     def has_service(self) -> bool:
         return policy_mod.relay_allowed(self.home)
 
+    def _none(self) -> Answers:
+        from aivault.vault.endpoints import NULL_SERVICE, ServiceAnswers
+
+        return ServiceAnswers(NULL_SERVICE)
+
     def search(self, params: Any) -> dict[str, Any]:
         if not self.has_service():
-            from aivault.query.request import parse_request
-
-            parse_request(params)  # invalid payloads stay errors even with no service
-            return unavailable("no-service")
+            return self._none().search(params)
         value: dict[str, Any] = self._ask(lambda c: c.search(params))
         return value
 
     def status(self) -> dict[str, Any]:
         if not self.has_service():
-            return status_sentinel()
+            return self._none().status()
         value: dict[str, Any] = self._ask(lambda c: c.status())
         return value
 
     def read(self, params: Any) -> dict[str, Any]:
         if not self.has_service():
-            return unavailable("no-service")
+            return self._none().read(params)
         value: dict[str, Any] = self._ask(lambda c: c.call(METHOD_READ, params))
         return value
 
@@ -133,6 +126,7 @@ class Relay:
         self.inp = inp
         self.out = out
         self.answerer = RelayAnswerer(home)
+        self.context = Context(RELAY_CALLER, self.answerer, lambda: remote_ping(self.answerer.has_service()))
         self._write_lock = threading.Lock()
         self._jobs: queue.Queue[tuple[RpcRequest, float] | None] = queue.Queue(RELAY_MAX_QUEUED)
         self._worker = threading.Thread(target=self._work, name="relay-worker", daemon=True)
@@ -161,7 +155,7 @@ class Relay:
                     messages = decoder.feed(data)
                 except AivaultError as exc:
                     _log.warning("relay stream broken, closing", error=clip(str(exc), 200))
-                    self._send(encode_reply(REMOTE_FRAME_KEY, RpcReply("?", False, error_value(exc))))
+                    self._send(error_frames(REMOTE_FRAME_KEY, "?", exc))
                     status = 1
                     break
                 for frames in messages:
@@ -182,7 +176,7 @@ class Relay:
             req = decode_request(REMOTE_FRAME_KEY, frames)
         except AivaultError as exc:
             rid = peek_request_id(frames) if len(frames) > 2 else None
-            self._send(encode_reply(REMOTE_FRAME_KEY, RpcReply(rid or "?", False, error_value(exc))))
+            self._send(error_frames(REMOTE_FRAME_KEY, rid or "?", exc))
             return
         if req.method == METHOD_PING:
             self._answer(req, t0)
@@ -190,8 +184,8 @@ class Relay:
         try:
             self._jobs.put_nowait((req, t0))
         except queue.Full:
-            self._send(encode_reply(REMOTE_FRAME_KEY, RpcReply(req.id, False, error_value(Busy(
-                f"the relay has {RELAY_MAX_QUEUED} requests waiting; retry after a pause")))))
+            self._send(error_frames(REMOTE_FRAME_KEY, req.id, Busy(
+                f"the relay has {RELAY_MAX_QUEUED} requests waiting; retry after a pause")))
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
@@ -200,17 +194,11 @@ class Relay:
     def _answer(self, req: RpcRequest, t0: float) -> None:
         """The one place a relay request's exception becomes its error reply, and its one log line."""
         try:
-            value = answer_remote(req, RELAY_CALLER, self.answerer)
-            frames = encode_reply(REMOTE_FRAME_KEY, RpcReply(req.id, True, value))
-            outcome = value.get("kind", "ok") if isinstance(value, dict) else "ok"
-        except AivaultError as exc:
-            frames = encode_reply(REMOTE_FRAME_KEY, RpcReply(req.id, False, error_value(exc)))
-            outcome = f"error:{exc.code}"
-        except Exception as exc:  # a bug: an internal error, the traceback in the relay's stderr
-            _log.exception("relay rpc failed", id=clip(req.id), method=clip(req.method))
-            frames = encode_reply(REMOTE_FRAME_KEY, RpcReply(req.id, False, error_value(
-                AivaultError(f"internal error in the relay: {exc.__class__.__name__}: {exc}"))))
-            outcome = "error:internal"
+            frames, outcome = reply_frames(REMOTE_FRAME_KEY, req.id, dispatch(self.context, req))
+        except Exception as exc:
+            if not isinstance(exc, AivaultError):  # a bug: an internal error, the traceback in the relay's stderr
+                _log.exception("relay rpc failed", id=clip(req.id), method=clip(req.method))
+            frames, outcome = error_reply(REMOTE_FRAME_KEY, req.id, exc, internal="internal error in the relay")
         ms = round((time.perf_counter() - t0) * 1000, 2)
         self._send(frames)  # then the log line, off the caller's wait
         _log.info("rpc", id=clip(req.id), method=clip(req.method), transport="relay", outcome=outcome, ms=ms)
@@ -219,7 +207,7 @@ class Relay:
         try:
             data = encode_stream(frames)
         except AivaultError as exc:  # a reply over the stream limits: say so instead
-            data = encode_stream(encode_reply(REMOTE_FRAME_KEY, RpcReply("?", False, error_value(exc))))
+            data = encode_stream(error_frames(REMOTE_FRAME_KEY, "?", exc))
         self._write_raw(data)
 
     def _write_raw(self, data: bytes) -> None:

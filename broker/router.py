@@ -4,7 +4,8 @@ Requests are verified and decoded here (codec) and queued for a few worker threa
 queries without the GIL, so searches overlap). Only this loop touches the ROUTER: workers hand
 their encoded replies over a queue and wake the loop through a pipe, so answering a request
 never creates a socket or a file descriptor. Every exception a handler raises becomes an error
-reply in exactly one place (``_reply``), which also writes the one log line of the RPC.
+reply in exactly one place (``_reply``, through broker/endpoints.py's ``error_reply``, which the relay
+uses too), which also writes the one log line of the RPC.
 
 Flow control (docs/protocol.md §1.7): at most ``RPC_MAX_QUEUED_REQUESTS`` requests wait for a
 worker and ``RPC_PEER_MAX_INFLIGHT`` per client; past that a request is answered ``busy`` at
@@ -36,9 +37,10 @@ from typing import Any, Protocol
 import zmq
 
 from aivault import log
+from aivault.broker.endpoints import error_frames, error_reply, reply_frames
 from aivault.broker.exposure import LOCAL_CALLER, Caller
-from aivault.codec import RpcReply, RpcRequest, decode_request, encode_reply, peek_request_id
-from aivault.errors import AivaultError, AuthenticationError, Busy, MethodNotFound, clip, error_value
+from aivault.codec import RpcRequest, decode_request, peek_request_id
+from aivault.errors import AivaultError, AuthenticationError, Busy, MethodNotFound, clip
 from aivault.protocol import (
     RPC_BACKLOG_MAX_BYTES,
     RPC_MAX_FRAME_BYTES,
@@ -313,7 +315,7 @@ class Broker:
         self._send(front, ident, self._error_frames(rid, exc))
 
     def _error_frames(self, rid: str, exc: AivaultError) -> list[bytes]:
-        return encode_reply(self.key, RpcReply(rid, False, error_value(exc)))
+        return error_frames(self.key, rid, exc)
 
     # --- replies --------------------------------------------------------------------------------
     def _send_done(self, front: zmq.Socket[bytes]) -> None:
@@ -436,15 +438,11 @@ class Broker:
                 value.add_done_callback(lambda fut: self._reply(ident, req, t0, fut.result,
                                                                 functools.partial(self._post, ident)))
                 return
-            frames = encode_reply(self.key, RpcReply(req.id, True, value))
-            outcome = value.get("kind", "ok") if isinstance(value, dict) else "ok"
-        except AivaultError as exc:
-            frames = self._error_frames(req.id, exc)
-            outcome = f"error:{exc.code}"
-        except Exception as exc:  # a bug: report it as an internal error, log the traceback here
-            _log.exception("rpc failed", id=clip(req.id), method=clip(req.method))
-            frames = self._error_frames(req.id, AivaultError(f"internal error: {exc.__class__.__name__}: {exc}"))
-            outcome = "error:internal"
+            frames, outcome = reply_frames(self.key, req.id, value)
+        except Exception as exc:
+            if not isinstance(exc, AivaultError):  # a bug: an internal error, its traceback logged here
+                _log.exception("rpc failed", id=clip(req.id), method=clip(req.method))
+            frames, outcome = error_reply(self.key, req.id, exc)
         ms = round((time.perf_counter() - t0) * 1000, 2)
         deliver(frames)
         _log.info("rpc", id=clip(req.id), method=clip(req.method), host=clip(req.host or "local"), outcome=outcome,

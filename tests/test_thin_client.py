@@ -45,6 +45,9 @@ CLIENT_MODULES = frozenset({
     "aivault.render",
 })
 
+# What direct mode adds before it reads the index: the endpoint table and what it imports (no engine, no vault).
+ENDPOINT_TABLE = frozenset({"aivault.broker.endpoints", "aivault.broker.exposure", "aivault.broker.hosts"})
+
 
 def probe(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run ``aivault ARGS`` in a child Python; its output and the modules it had loaded at the end."""
@@ -121,7 +124,8 @@ def test_without_a_daemon_the_probe_sees_the_engine_load(indexed: Home, tmp_path
     found = engine_modules(modules)
     assert "duckdb" in found and "aivault.query.engine" in found and "aivault.indexer.store" in found
     _, modules = probe(indexed.path, tmp_path, "rpc", "aiVault.ping")
-    assert engine_modules(modules) == []  # a direct ping reads no index
+    # A direct ping reads no index: it is answered through the endpoint table, which loads nothing of the engine.
+    assert sorted(engine_modules(modules)) == sorted(ENDPOINT_TABLE)
 
 
 def test_a_direct_lexical_search_loads_no_vector_code(indexed: Home, tmp_path: Path) -> None:
@@ -191,6 +195,25 @@ def test_version_loads_no_command_module(tmp_path: Path) -> None:
     assert shown.startswith("aivault ") and "COMMAND" in listed
     assert version <= helped, sorted(version - helped)
     assert not [m for m in version if m.startswith("aivault.cli.") and m != "aivault.cli.common"]
+
+
+# What building the whole parser (`aivault --help`) may load of aivault: every command module registers its
+# commands, and imports at its top only what that needs (aivault/cli/__init__.py, COMMANDS).
+PARSER_MODULES = frozenset({"aivault", "aivault.cli", "aivault.cli.common", "aivault.errors", "aivault.protocol",
+                            "aivault.home", "aivault.log", "aivault.config", "aivault.agents"})
+
+
+def test_the_whole_parser_loads_the_command_modules_and_nothing_they_run(tmp_path: Path) -> None:
+    """`aivault --help` imports every command module to list its commands, and none of what those commands run:
+    no client, renderer, policy store, scanner or engine, nor msgpack, socket or dataclasses."""
+    from aivault.cli import COMMANDS
+
+    listed, modules = parse_probe(tmp_path, "--help")
+    commands = {f"aivault.cli.{m}" for m in COMMANDS.values()}
+    assert commands <= modules and all(f"    {word} " in listed for word in ("search", "hosts", "web"))
+    ours = {m for m in modules if m == "aivault" or m.startswith("aivault.")}
+    assert ours - commands - PARSER_MODULES == set()
+    assert not {m.split(".")[0] for m in modules} & {*HEAVY, "msgpack", "socket", "dataclasses", "datetime"}
 
 
 GC_PROBE = """

@@ -3,6 +3,9 @@
 The endpoints are called with the service that answers them; where there is none, that is the
 ``NULL_SERVICE`` value (search ``unavailable/no-service``, status the sentinel). Having a service
 grants no consent: one whose policy is disabled answers ``unavailable/disabled``.
+
+``ServiceAnswers`` is a service as the endpoint table (broker/endpoints.py) calls it: the daemon's and
+direct mode's search, status and read go through the endpoints here.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any, Final, Protocol
 from aivault.protocol import status_sentinel, unavailable
 from aivault.query.reports import reading
 from aivault.query.request import parse_request
+from aivault.query.transcript import read_session
 
 
 class SessionSearchService(Protocol):
@@ -45,3 +49,19 @@ def search_status(service: SessionSearchService) -> dict[str, Any]:
     """The aiVault.searchStatus endpoint."""
     with reading(service):
         return service.status()
+
+
+class ServiceAnswers:
+    """A service's search, status and read through the endpoints (the endpoint table's ``Answers``)."""
+
+    def __init__(self, service: SessionSearchService) -> None:
+        self.service = service
+
+    def search(self, params: Any) -> dict[str, Any]:
+        return search_sessions(self.service, params)
+
+    def status(self) -> dict[str, Any]:
+        return search_status(self.service)
+
+    def read(self, params: Any) -> dict[str, Any]:
+        return read_session(self.service, params)

@@ -53,6 +53,9 @@ class MissingIndexService:
         enabled = policy_mod.load(self.home).enabled
         return unavailable("not-ready" if enabled else "disabled")
 
+    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
+        return {r: {"units": 0, "sessions": 0, "skipped": {}} for r in roots}
+
 
 class _DeferredVectors:
     """The daemon's vectors for this read-only process, loaded when a search first asks whether they
