@@ -64,10 +64,14 @@ class Probe:
     probed: int  # rows looked up
     missing: int  # of those, rows the index did not find
     from_index: bool  # DuckDB answered the lookups from the index (else they prove nothing)
+    # False when the table holds a single value: DuckDB then answers an equality filter from the
+    # column's min/max (always true) and never reaches the index, so no query can probe it. The
+    # rebuild that follows every probe covers it.
+    checkable: bool = True
 
     @property
     def agrees(self) -> bool:
-        return self.from_index and self.missing == 0
+        return not self.checkable or (self.from_index and self.missing == 0)
 
 
 _SIMPLE_COLUMN = re.compile(r"^\[\s*([A-Za-z_][A-Za-z0-9_]*)\s*\]$")
@@ -105,6 +109,8 @@ def probe(con: Any, d: IndexDef, *, everything: bool = False) -> Probe:
     if not expected:
         return Probe(d.name, 0, 0, True)
     values = sorted(expected)
+    if len(values) == 1:
+        return Probe(d.name, expected[values[0]], 0, False, checkable=False)
     found = 0
     from_index = True
     for k, batch in enumerate(_batches(values)):

@@ -116,6 +116,7 @@ def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots
         routes = {q: svc.search({"query": q, "debug": True})["debug"]["route"] for q in QUERIES}
     finally:
         svc.close()
+        svc.con.close()  # DirectService leaves its handle to its opener; a writer opens the file next
     assert direct == daemon
     assert set(routes.values()) == {"hybrid"}
     # The index rebuilt from DuckDB was saved: the next process (or daemon) loads it as it is.
