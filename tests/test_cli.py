@@ -385,3 +385,24 @@ def test_every_option_of_every_command_has_a_help_line() -> None:
     bare.add_argument("--quiet", action="store_true")
     bare.add_subparsers(dest="verb").add_parser("go").add_argument("target")
     assert undocumented(bare) == ["t --quiet", "t go", "t go target"]
+
+
+def test_every_command_module_registers_the_commands_the_table_gives_it() -> None:
+    """Each module named in cli.COMMANDS registers, through its own register(sub), exactly the command words the
+    table maps to it; the parser built for one word holds that module's commands and no other's."""
+    import importlib
+
+    from aivault.cli import COMMANDS, build_parser
+
+    def words(parser: argparse.ArgumentParser) -> set[str]:
+        return {w for a in parser._actions if isinstance(a, argparse._SubParsersAction) for w in a.choices}
+
+    everything: set[str] = set()
+    for module in set(COMMANDS.values()):
+        mine = {word for word, m in COMMANDS.items() if m == module}
+        fresh = argparse.ArgumentParser()
+        importlib.import_module(f"aivault.cli.{module}").register(fresh.add_subparsers())
+        assert words(fresh) == mine, module
+        assert all(words(build_parser(word)) == mine for word in mine), module
+        everything |= mine
+    assert words(build_parser()) == everything == set(COMMANDS)

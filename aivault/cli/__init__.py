@@ -2,8 +2,9 @@
 
 With a daemon answering on the data directory's socket, commands talk to it; without one,
 ``search``, ``status`` and ``rpc`` open the index read-only in this process. The commands live in
-``aivault.cli.search`` (asking), ``aivault.cli.index`` (writing) and ``aivault.cli.policy``
-(consent); this module parses the command line and turns errors into exit codes.
+the modules of this package, each registering its own (``COMMANDS``): ``search`` (asking), ``index``
+(writing), ``doctor``, ``policy`` (consent and retention), ``hosts`` (other machines), ``agent``,
+``mcp`` and ``web``; this module parses the command line and turns errors into exit codes.
 """
 
 from __future__ import annotations
@@ -17,52 +18,29 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from aivault import __version__, log
-from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError
+from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_UNAVAILABLE, CliError, local_only
 from aivault.errors import AivaultError, HostUnavailable, InvalidParams, NeedsDaemon
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, RPC_METHODS
 
 __all__ = ["CliError", "build_parser", "main"]
 
-Command = Callable[[argparse.Namespace, Home], int]
-
-
-def _command(module: str, name: str) -> Command:
-    """``module.name``, imported when the command runs: a call that talks to a daemon must not pay
-    for the modules of the others (``index`` and ``doctor`` load the scanner's and the indexer's)."""
-
-    def run(args: argparse.Namespace, home: Home) -> int:
-        fn: Command = getattr(importlib.import_module(f"aivault.cli.{module}"), name)
-        return fn(args, home)
-
-    run.__qualname__ = run.__name__ = name
-    return run
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of days, got {value!r}") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of days, got {value!r}")
-    return n
-
-
-# Subcommands whose parsers live in their own modules: module, its adder, the commands it adds.
-_ADDED_ELSEWHERE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("hosts", "add_parsers", ("hosts", "pair", "relay")),
+# Every command word and the module of this package that registers it: each module's ``register(sub)``
+# adds its subcommands to the top-level parser, each with its function as ``fn``. A call imports only
+# the module its command word names (``aivault search``: aivault.cli.search); ``aivault --help`` imports
+# them all, so a command module imports at its top only what its parser needs (argparse, cli.common,
+# protocol's names), and each command what it runs (the broker's client, the renderer, the index...).
+COMMANDS: dict[str, str] = {
+    "search": "search", "status": "search", "rpc": "search",
+    "index": "index", "serve": "index", "clear": "index",
+    "doctor": "doctor",
+    "policy": "policy", "enable": "policy", "disable": "policy",
+    "hosts": "hosts", "pair": "hosts", "relay": "hosts",
     # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
-    ("mcp", "add_parser", ("mcp",)),
-    ("web", "add_parser", ("web",)),
-    ("agent", "add_parser", ("agent",)),
-)
-_BUILT_HERE = ("serve", "index", "search", "status", "doctor", "rpc", "enable", "clear", "disable", "policy")
-COMMANDS = _BUILT_HERE + tuple(name for _, _, names in _ADDED_ELSEWHERE for name in names)
+    "agent": "agent", "mcp": "mcp", "web": "web",
+}
 
 
 def _columns() -> int:
@@ -104,8 +82,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line, or with ``only`` just that command's subparser: the same parse for
-    that command, without building (and translating the help of) the twenty others."""
+    """The whole command line, or with ``only`` just the subcommands of the module that registers that
+    command: the same parse for it, without importing the others' modules (nor building, and translating
+    the help of, the twenty others). ``only`` naming no command builds none (``--version``)."""
     ap = _Parser(prog="aivault",
                  description="Search the transcripts your AI coding agents left on disk.")
     ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
@@ -113,98 +92,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     help="print aivault's version and exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def want(name: str) -> bool:
-        return only is None or only == name
-
-    def roots(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--root", action="append", metavar="AGENT=PATH",
-                       help="extra transcript folder, e.g. claude=/backup/.claude/projects (repeatable)")
-        p.add_argument("--no-default-roots", action="store_true",
-                       help="only the --root folders, not the agents' default locations")
-
-    def host(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--host", help="execution host: local (default), ssh:<target>, runtime:<environmentId>")
-
-    def control(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--host", dest="control_host", help=argparse.SUPPRESS)  # refused: see cli/hosts.py
-
-    if want("serve"):
-        p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
-        roots(p)
-        p.add_argument("--listen", metavar="tcp://ADDR:PORT",
-                       help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
-        p.set_defaults(fn=_command("index", "cmd_serve"))
-    if want("index"):
-        p = sub.add_parser("index", help="index until current, then exit")
-        roots(p)
-        p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
-        p.add_argument("--vectors", action="store_true",
-                       help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
-        p.set_defaults(fn=_command("index", "cmd_index"))
-    if want("search"):
-        p = sub.add_parser("search", help="search sessions")
-        p.add_argument("query",
-                       help="words, \"a phrase\", and operators such as agent:codex path:/home/me/api branch:main")
-        p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
-        p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
-        p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
-        p.add_argument("--sort", choices=("relevance", "newest"), help="order of the sessions (default relevance)")
-        p.add_argument("--limit", type=int, default=10, help="sessions per page, 1 to 100 (default 10)")
-        p.add_argument("--scope", choices=("conversation", "all"),
-                       help="conversation: only what the user and the assistant wrote; all (default): tool calls, "
-                            "their results and metadata too")
-        p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
-        p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
-        p.add_argument("--debug", action="store_true", help="include the planner's report")
-        p.add_argument("--json", action="store_true", help="print the contract's result object")
-        host(p)
-        p.set_defaults(fn=_command("search", "cmd_search"))
-    if want("status"):
-        p = sub.add_parser("status", help="indexing status")
-        p.add_argument("--json", action="store_true", help="print the contract's status object")
-        host(p)
-        p.set_defaults(fn=_command("search", "cmd_status"))
-    if want("doctor"):
-        p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
-        roots(p)
-        p.add_argument("--json", action="store_true", help="the same report as data")
-        p.set_defaults(fn=_command("doctor", "cmd_doctor"))
-    if want("rpc"):
-        p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
-        p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
-        p.add_argument("params", nargs="?", help="JSON parameters")
-        p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
-        p.set_defaults(fn=_command("search", "cmd_rpc"))
-    if want("enable"):
-        p = sub.add_parser("enable", help="consent to indexing agent sessions")
-        p.add_argument("--history-days", type=_positive, metavar="DAYS",
-                       help="keep only the sessions of the last DAYS days (default: the retention set before)")
-        control(p)
-        p.set_defaults(fn=_command("policy", "cmd_enable"))
-    if want("clear"):
-        p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
-        roots(p)
-        p.add_argument("--json", action="store_true", help="print what was removed and rebuilt as JSON")
-        control(p)
-        p.set_defaults(fn=_command("index", "cmd_clear"))
-    if want("disable"):
-        p = sub.add_parser("disable", help="stop indexing; keep the index copy")
-        control(p)
-        p.set_defaults(fn=_command("policy", "cmd_disable"))
-    if want("policy"):
-        p = sub.add_parser("policy", help="show or change retention")
-        g = p.add_mutually_exclusive_group()
-        g.add_argument("--history-days", type=_positive, metavar="DAYS",
-                       help="keep the sessions of the last DAYS days (older ones are swept)")
-        g.add_argument("--forever", action="store_true", help="keep all history")
-        p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
-        p.add_argument("--relay", choices=("on", "off"),
-                       help="whether `aivault relay` answers ssh clients on this machine (default off)")
-        control(p)
-        p.set_defaults(fn=_command("policy", "cmd_policy"))
-    for module, adder, names in _ADDED_ELSEWHERE:
-        if only is None or only in names:
-            getattr(importlib.import_module(f"aivault.cli.{module}"), adder)(sub)
+    named = COMMANDS.values() if only is None else [COMMANDS[only]] if only in COMMANDS else []
+    for module in dict.fromkeys(named):
+        importlib.import_module(f"aivault.cli.{module}").register(sub)
     return ap
 
 
@@ -278,10 +168,7 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
     if threading.current_thread() is threading.main_thread() and args.command != "serve":
         signal.signal(signal.SIGINT, _on_sigint)
     try:
-        if hasattr(args, "control_host"):
-            from aivault.cli.hosts import local_only
-
-            local_only(args)
+        local_only(args)
         code: int = args.fn(args, home)
         sys.stdout.flush()
         return code

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from aivault.agents import AGENTS  # a tuple of names: no edit code is loaded for parsing
-from aivault.cli.common import EXIT_OK
+from aivault.cli.common import EXIT_OK, Subcommands
 from aivault.home import Home
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("agent", help="register aivault's MCP server and instructions with a coding agent")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, text in (("install", "add the MCP server to AGENT's config and an instruction on when to use it"),

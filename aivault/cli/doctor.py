@@ -17,12 +17,18 @@ import sys
 from typing import Any
 
 from aivault import config
-from aivault.broker.client import Connection
-from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from aivault.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, Subcommands, add_roots
 from aivault.errors import InvalidRoot
 from aivault.home import Home
 from aivault.protocol import METHOD_ROOTS, METHOD_STATS
-from aivault.render import Style, repair_lines, skip_lines
+
+
+def register(sub: Subcommands) -> None:
+    """``doctor``."""
+    p = sub.add_parser("doctor", help="per agent: where aivault looks, what it finds and what it leaves out")
+    add_roots(p)
+    p.add_argument("--json", action="store_true", help="the same report as data")
+    p.set_defaults(fn=cmd_doctor)
 
 
 def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
@@ -50,6 +56,7 @@ def _state(path: str) -> tuple[str, str | None]:
 
 def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
     """The report as data (what ``--json`` prints)."""
+    from aivault.broker.client import Connection
     from aivault.scanner.agents import SPECS
     from aivault.scanner.sources import RootProblem, census
 
@@ -101,6 +108,8 @@ def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
+    from aivault.render import Style, repair_lines, skip_lines
+
     result = examine(home, args)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))

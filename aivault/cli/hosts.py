@@ -5,7 +5,8 @@ ssh:<target>`` and ``hosts remove`` edit the list, ``hosts pair CODE`` pairs wit
 runtime: ``pair`` prints a one-time pairing code for the client, ``hosts revoke`` withdraws a paired
 client's key. On a dev box reached over ssh: ``relay --stdio`` is what the client's ssh runs.
 
-Modules that reach the network or the index are imported inside the commands that need them.
+Like every command module's, this one's top level imports only what its parser needs (cli/__init__.py);
+the modules that reach the network or the index are imported inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -13,16 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from aivault.cli.common import EXIT_OK, EXIT_USAGE, CliError
+from aivault.cli.common import EXIT_OK, EXIT_USAGE, CliError, Subcommands
 from aivault.home import Home
 
 
-def add_parsers(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Register ``hosts``, ``pair`` and ``relay`` on the top-level subcommand parser."""
     p = sub.add_parser("hosts", help="the remote hosts this machine searches (ssh dev boxes, paired runtimes)")
     p.add_argument("--check", action="store_true", help="connect to every host first (a ping), then list them")
@@ -61,17 +60,11 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(fn=cmd_relay)
 
 
-def local_only(args: argparse.Namespace) -> None:
-    """Refuse ``--host`` on the commands that change this machine's index or policy (docs/contract.md §8)."""
-    host = getattr(args, "control_host", None)
-    if host not in (None, "local"):
-        raise CliError(f"consent, retention, relay policy and clearing are each machine's own: run this command on "
-                       f"{host} itself (aivault refuses them for relay and paired clients)", EXIT_USAGE)
-
-
 def _when(ms: int | None) -> str:
     if ms is None:
         return "never"
+    from datetime import UTC, datetime
+
     return datetime.fromtimestamp(ms / 1000, UTC).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
@@ -171,6 +164,8 @@ def _unpair(home: Home, entry: Any) -> str:
 
 
 def _default_name() -> str:
+    import socket
+
     return re.sub(r"[^A-Za-z0-9._@-]", "-", socket.gethostname())[:64] or "client"
 
 
@@ -221,6 +216,8 @@ def cmd_hosts_revoke(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_pair(args: argparse.Namespace, home: Home) -> int:
+    import socket
+
     from aivault.broker.client import RpcClient, connect_daemon
     from aivault.broker.pairing import issue_code
     from aivault.protocol import METHOD_PING

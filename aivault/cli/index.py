@@ -11,17 +11,37 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from aivault import config, lastrun, log
-from aivault import policy as policy_mod
-from aivault.broker.client import Connection
-from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError
+from aivault import config, log
+from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, add_local_only, add_roots
 from aivault.errors import AivaultError, InvalidRoot
 from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR, METHOD_RECONCILE, METHOD_STATS
-from aivault.render import ProgressLine
 
-if TYPE_CHECKING:  # the vault (and DuckDB) only for the commands that write
+if TYPE_CHECKING:  # the vault (and DuckDB) for the commands that write, the rest as they run (cli/__init__.py)
+    from aivault.render import ProgressLine
     from aivault.vault.oneshot import OneShot
+
+
+def register(sub: Subcommands) -> None:
+    """``index``, ``serve`` and ``clear``."""
+    p = sub.add_parser("index", help="index until current, then exit")
+    add_roots(p)
+    p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
+    p.add_argument("--vectors", action="store_true",
+                   help="also embed every eligible chunk before exiting (slow; `serve` does it in the background)")
+    p.set_defaults(fn=cmd_index)
+
+    p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
+    add_roots(p)
+    p.add_argument("--listen", metavar="tcp://ADDR:PORT",
+                   help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
+    p.set_defaults(fn=cmd_serve)
+
+    p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
+    add_roots(p)
+    p.add_argument("--json", action="store_true", help="print what was removed and rebuilt as JSON")
+    add_local_only(p)
+    p.set_defaults(fn=cmd_clear)
 
 
 def _roots(home: Home, args: argparse.Namespace) -> list[Any]:
@@ -47,6 +67,8 @@ def _run_daemon(home: Home, args: argparse.Namespace, *, schedule: bool, semanti
 
 
 def cmd_serve(args: argparse.Namespace, home: Home) -> int:
+    from aivault import policy as policy_mod
+
     log.configure("info", process="daemon")
     listen = getattr(args, "listen", None)
     if listen is not None and not listen.startswith("tcp://"):
@@ -89,6 +111,11 @@ def _interrupted() -> bool:
 
 
 def cmd_index(args: argparse.Namespace, home: Home) -> int:
+    from aivault import lastrun
+    from aivault import policy as policy_mod
+    from aivault.broker.client import Connection
+    from aivault.render import ProgressLine
+
     _defer_interrupts()
     pol = policy_mod.load(home)
     if not pol.enabled:
@@ -199,6 +226,9 @@ def _stats_over_rpc(home: Home) -> dict[str, Any]:
 
 def cmd_clear(args: argparse.Namespace, home: Home) -> int:
     """Delete the index and its sidecars (never a transcript); rebuild if consent is on."""
+    from aivault.broker.client import Connection
+    from aivault.render import ProgressLine
+
     conn = Connection(home)
     if conn.rpc is not None:
         value = conn.rpc.call(METHOD_CLEAR, {}, timeout_s=600)

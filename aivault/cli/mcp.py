@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from aivault import log
-from aivault.cli.common import EXIT_OK
+from aivault.cli.common import EXIT_OK, Subcommands
 from aivault.home import Home
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("mcp", help="serve the MCP tools (search_sessions, read_session, index_status) to an agent")
     p.add_argument("--http", metavar="127.0.0.1:PORT",
                    help="serve streamable HTTP on this loopback address instead of stdio (PORT 0: a free port); "

@@ -5,12 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 
-from aivault import policy as policy_mod
-from aivault.cli.common import EXIT_OK
+from aivault.cli.common import EXIT_OK, Subcommands, add_local_only, positive_days
 from aivault.home import Home
 
 
+def register(sub: Subcommands) -> None:
+    """``policy``, ``enable`` and ``disable``."""
+    p = sub.add_parser("policy", help="show or change retention")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--history-days", type=positive_days, metavar="DAYS",
+                   help="keep the sessions of the last DAYS days (older ones are swept)")
+    g.add_argument("--forever", action="store_true", help="keep all history")
+    p.add_argument("--json", action="store_true", help="print the stored policy as JSON")
+    p.add_argument("--relay", choices=("on", "off"),
+                   help="whether `aivault relay` answers ssh clients on this machine (default off)")
+    add_local_only(p)
+    p.set_defaults(fn=cmd_policy)
+
+    p = sub.add_parser("enable", help="consent to indexing agent sessions")
+    p.add_argument("--history-days", type=positive_days, metavar="DAYS",
+                   help="keep only the sessions of the last DAYS days (default: the retention set before)")
+    add_local_only(p)
+    p.set_defaults(fn=cmd_enable)
+
+    p = sub.add_parser("disable", help="stop indexing; keep the index copy")
+    add_local_only(p)
+    p.set_defaults(fn=cmd_disable)
+
+
 def cmd_enable(args: argparse.Namespace, home: Home) -> int:
+    from aivault import policy as policy_mod
+
     old = policy_mod.load(home)
     days = old.history_days if args.history_days is None else args.history_days
     policy_mod.save(home, policy_mod.Policy(True, days))
@@ -20,6 +45,8 @@ def cmd_enable(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_disable(args: argparse.Namespace, home: Home) -> int:
+    from aivault import policy as policy_mod
+
     old = policy_mod.load(home)
     policy_mod.save(home, policy_mod.Policy(False, old.history_days))
     print(f"session search disabled for {home.path}; the index copy is kept (`aivault clear` deletes it).")
@@ -27,6 +54,8 @@ def cmd_disable(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_policy(args: argparse.Namespace, home: Home) -> int:
+    from aivault import policy as policy_mod
+
     pol = policy_mod.load(home)
     changed = args.forever or args.history_days is not None
     relay = getattr(args, "relay", None)
@@ -51,5 +80,3 @@ def cmd_policy(args: argparse.Namespace, home: Home) -> int:
         print("a running daemon applies this now; otherwise the next `aivault index` does")
     return EXIT_OK
 
-
-# --- parser -------------------------------------------------------------------------------------

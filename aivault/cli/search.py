@@ -9,14 +9,47 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aivault.broker.client import Connection
-from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, absolute
+from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, absolute, add_host
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, METHOD_STATS
+from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS
 from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
-from aivault.render import print_debug, print_results, print_status
+
+if TYPE_CHECKING:  # the client and the renderer are imported by the commands, not for parsing (cli/__init__.py)
+    from aivault.broker.client import Connection
+
+
+def register(sub: Subcommands) -> None:
+    """``search``, ``status`` and ``rpc``."""
+    p = sub.add_parser("search", help="search sessions")
+    p.add_argument("query",
+                   help="words, \"a phrase\", and operators such as agent:codex path:/home/me/api branch:main")
+    p.add_argument("--agent", action="append", help=f"only this agent ({', '.join(AGENT_NAMES)}); repeatable")
+    p.add_argument("--path", action="append", help="only sessions whose folder is PATH or below; repeatable")
+    p.add_argument("--since", help="only sessions updated at or after this ISO-8601 date/time")
+    p.add_argument("--sort", choices=("relevance", "newest"), help="order of the sessions (default relevance)")
+    p.add_argument("--limit", type=int, default=10, help="sessions per page, 1 to 100 (default 10)")
+    p.add_argument("--scope", choices=("conversation", "all"),
+                   help="conversation: only what the user and the assistant wrote; all (default): tool calls, "
+                        "their results and metadata too")
+    p.add_argument("--cursor", help="the next-page cursor printed by a previous search")
+    p.add_argument("--fresh", action="store_true", help="scan recently changed transcripts first (waits up to 5 s)")
+    p.add_argument("--debug", action="store_true", help="include the planner's report")
+    p.add_argument("--json", action="store_true", help="print the contract's result object")
+    add_host(p)
+    p.set_defaults(fn=cmd_search)
+
+    p = sub.add_parser("status", help="indexing status")
+    p.add_argument("--json", action="store_true", help="print the contract's status object")
+    add_host(p)
+    p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
+    p.add_argument("method", help=f"one of {', '.join(RPC_METHODS)}")
+    p.add_argument("params", nargs="?", help="JSON parameters")
+    p.add_argument("--host", help="execution host: local, ssh:<target>, runtime:<id>")
+    p.set_defaults(fn=cmd_rpc)
 
 
 def _check_agents(names: list[str]) -> list[str]:
@@ -40,6 +73,9 @@ def _limit_note(limit: int) -> None:
 
 
 def cmd_search(args: argparse.Namespace, home: Home) -> int:
+    from aivault.broker.client import Connection
+    from aivault.render import print_debug, print_results
+
     filters: dict[str, Any] = {}
     if args.agent:
         filters["agents"] = _check_agents(args.agent)
@@ -119,6 +155,9 @@ def _unavailable_message(reason: Any, home: Home, index_missing: bool = False) -
 
 
 def cmd_status(args: argparse.Namespace, home: Home) -> int:
+    from aivault.broker.client import Connection
+    from aivault.render import print_status
+
     host = _host(args)
     conn = Connection(home)
     try:
@@ -136,6 +175,8 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
 
 
 def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int:
+    from aivault.render import print_status
+
     status = conn.status()
     if args.json:
         print(json.dumps(status))
@@ -160,6 +201,8 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
         params = json.loads(args.params) if args.params is not None else {}
     except ValueError as exc:
         raise CliError(f"PARAMS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
+    from aivault.broker.client import Connection
+
     conn = Connection(home)
     try:
         value = conn.call(args.method, params, _host(args))

@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from aivault import log
-from aivault.cli.common import EXIT_OK
+from aivault.cli.common import EXIT_OK, Subcommands
 from aivault.home import Home
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("web", help="serve the local search page on 127.0.0.1 (prints its URL, which signs your "
                                    "browser in)")
     p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
