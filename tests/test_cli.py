@@ -357,9 +357,9 @@ def _parsers(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[
                 yield from _parsers(sub, f"{path} {name}")
 
 
-def undocumented(parser: argparse.ArgumentParser) -> list[str]:
+def undocumented(parser: argparse.ArgumentParser, unlisted: frozenset[str] = frozenset()) -> list[str]:
     """The options, arguments and subcommands of the whole command line that have no help line (argparse's -h
-    aside; an option hidden on purpose says so with argparse.SUPPRESS)."""
+    aside; an option hidden on purpose says so with argparse.SUPPRESS, a subcommand by being in ``unlisted``)."""
     missing: list[str] = []
     for path, p in _parsers(parser):
         for action in p._actions:
@@ -367,7 +367,8 @@ def undocumented(parser: argparse.ArgumentParser) -> list[str]:
                 continue
             if isinstance(action, argparse._SubParsersAction):
                 listed = {choice.dest: choice.help for choice in action._choices_actions}
-                missing += [f"{path} {name}" for name in action.choices if not listed.get(name)]
+                missing += [f"{path} {name}" for name in action.choices
+                            if not listed.get(name) and f"{path} {name}" not in unlisted]
             elif not action.help:
                 missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
     return missing
@@ -375,10 +376,10 @@ def undocumented(parser: argparse.ArgumentParser) -> list[str]:
 
 def test_every_option_of_every_command_has_a_help_line() -> None:
     """Walking the whole parser, every subcommand (nested ones too) and every option and argument has a help line."""
-    from aivault.cli import build_parser
+    from aivault.cli import OLDER_SPELLINGS, build_parser
 
     parser = build_parser()
-    assert undocumented(parser) == []
+    assert undocumented(parser, frozenset(f"aivault {old}" for old in OLDER_SPELLINGS)) == []
     commands = [path for path, _ in _parsers(parser)]
     assert "aivault hosts add" in commands and "aivault agent install" in commands  # the walk reaches nested ones
     bare = argparse.ArgumentParser(prog="t")
@@ -406,3 +407,49 @@ def test_every_command_module_registers_the_commands_the_table_gives_it() -> Non
         assert all(words(build_parser(word)) == mine for word in mine), module
         everything |= mine
     assert words(build_parser()) == everything == set(COMMANDS)
+
+
+def test_every_older_spelling_runs_its_noun_and_is_named_once_below_the_commands() -> None:
+    """Each of cli.OLDER_SPELLINGS parses to the same command as its new spelling and says so in its own help; the
+    list of commands leaves exactly these out, and names each of them with its new spelling below the list."""
+    from aivault.cli import OLDER_SPELLINGS, build_parser
+
+    parser = build_parser()
+    (top,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(top.choices) - {choice.dest for choice in top._choices_actions} == set(OLDER_SPELLINGS)
+    listing = " ".join(parser.format_help().split())
+    for old, new in OLDER_SPELLINGS.items():
+        extra = ["--stdio"] if old == "relay" else []
+        assert parser.parse_args([old, *extra]).fn is parser.parse_args([*new.split(), *extra]).fn, old
+        assert f"`aivault {new}`" in (top.choices[old].description or ""), old
+        assert f"{old} ({new})" in listing, old
+
+
+def test_the_policy_noun_shows_and_changes_consent_retention_and_the_relay(home: Home) -> None:
+    """`policy enable|retention|relay|show|disable` change and show what enable, policy's options and disable do;
+    `policy --json show` keeps the noun's --json, and each verb refuses another --host."""
+    policy.save(home, policy.Policy(False, None))
+    out = run_cli(home.path, "policy", "enable", "--history-days", "30", check=True).stdout
+    assert "session search enabled" in out and "keeping the last 30 days" in out
+    assert policy.load(home) == policy.Policy(True, 30)
+    run_cli(home.path, "policy", "retention", "forever", check=True)
+    assert policy.load(home) == policy.Policy(True, None)
+    out = run_cli(home.path, "policy", "retention", "7", check=True).stdout
+    assert "keeping the last 7 days" in out and "a running daemon applies this now" in out
+    for bad, says in (("0", "positive"), ("soon", "whole number of days")):
+        refused = run_cli(home.path, "policy", "retention", bad)
+        assert refused.returncode == 2 and says in refused.stderr
+    run_cli(home.path, "policy", "relay", "on", check=True)
+    assert policy.relay_allowed(home)
+    shown = run_cli(home.path, "policy", "show", check=True).stdout
+    assert "session search enabled" in shown and "keeping the last 7 days" in shown and "ssh relay: on" in shown
+    for args in (["show", "--json"], ["--json", "show"], ["retention", "7", "--json"]):
+        assert json.loads(run_cli(home.path, "policy", *args, check=True).stdout) == {"enabled": True,
+                                                                                      "historyDays": 7}
+    run_cli(home.path, "policy", "relay", "off", check=True)
+    assert not policy.relay_allowed(home)
+    for args in (["retention", "30"], ["enable"], ["relay", "on"]):
+        refused = run_cli(home.path, "policy", *args, "--host", "ssh:devbox")
+        assert refused.returncode == 2 and "each machine's own" in refused.stderr, args
+    assert "disabled" in run_cli(home.path, "policy", "disable", check=True).stdout
+    assert policy.load(home) == policy.Policy(False, 7) and not policy.relay_allowed(home)

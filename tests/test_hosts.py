@@ -6,6 +6,7 @@ misbehave on purpose (tests/fake_relay.py). tests/test_ssh.py does the same path
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +105,23 @@ def test_relay_without_consent_has_no_service(remote: Remote) -> None:
         assert result["kind"] == "results" and len(result["hits"]) == 3
         policy.set_relay(remote.home, False)
         assert relay.call(METHOD_SEARCH, {"query": "quokka"}).value["reason"] == "no-service"
+    finally:
+        policy.set_relay(remote.home, True)
+        assert relay.close() == 0
+
+
+def test_hosts_relay_is_the_relay_and_policy_relay_its_switch(remote: Remote) -> None:
+    """`aivault hosts relay --stdio` serves the relay stream as `relay --stdio` does, and `aivault policy relay off|on`
+    withdraws and restores its service from the next request on."""
+    relay = RelayProcess(remote, [sys.executable, "-m", "aivault.cli", "hosts", "relay", "--stdio"])
+    try:
+        assert relay.call(METHOD_PING).value["service"] is True
+        remote.cli("policy", "relay", "off")
+        assert not policy.relay_allowed(remote.home)
+        assert relay.call(METHOD_SEARCH, {"query": "quokka"}).value == {"kind": "unavailable", "reason": "no-service"}
+        assert "ssh relay: off" in remote.cli("policy", "show").stdout
+        remote.cli("policy", "relay", "on")
+        assert len(relay.call(METHOD_SEARCH, {"query": "quokka"}).value["hits"]) == 3
     finally:
         policy.set_relay(remote.home, True)
         assert relay.close() == 0
@@ -354,3 +372,14 @@ def test_hosts_add_and_remove(client: Home) -> None:
     assert "ssh:me@devbox · not connected" in listing
     assert run_cli(client.path, "hosts", "remove", "ssh:me@devbox", check=True).returncode == 0
     assert "no remote hosts" in run_cli(client.path, "hosts", check=True).stdout
+
+
+def test_hosts_list_is_what_bare_hosts_prints(client: Home) -> None:
+    """`hosts list` prints what `hosts` does, and `hosts list --json` (or `hosts --json list`) what `hosts --json`
+    does."""
+    run_cli(client.path, "hosts", "add", "ssh:me@devbox", check=True)
+    assert run_cli(client.path, "hosts", "list", check=True).stdout == run_cli(client.path, "hosts", check=True).stdout
+    listing = json.loads(run_cli(client.path, "hosts", "--json", check=True).stdout)
+    assert [r["id"] for r in listing["hosts"]] == ["ssh:me@devbox"]
+    for args in (["list", "--json"], ["--json", "list"]):
+        assert json.loads(run_cli(client.path, "hosts", *args, check=True).stdout) == listing

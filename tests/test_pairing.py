@@ -109,6 +109,19 @@ def test_pair_then_search(runtime: tuple[Remote, DaemonProcess], tmp_path: Path)
     assert not list((remote.home.path / "curve" / "pairing").iterdir())  # the secret is gone once used
 
 
+def test_hosts_invite_is_pair(runtime: tuple[Remote, DaemonProcess], tmp_path: Path) -> None:
+    """`hosts invite` on the runtime prints a code as `pair` does; a client pairs with it and searches the runtime."""
+    remote, _ = runtime
+    printed = remote.cli("hosts", "invite").stdout
+    assert "valid once until" in printed and "aivault hosts pair 'aivault-pair:" in printed
+    code = next(w.strip("'") for w in printed.split() if w.strip("'").startswith("aivault-pair:"))
+    client = new_client(tmp_path, "invited")
+    host_id = pair(client, code, "invited")
+    assert host_id in printed and len(search(client, host_id)["hits"]) == 3
+    listed = json.loads(remote.cli("hosts", "list", "--json").stdout)["clients"]
+    assert "invited" in [c["name"] for c in listed]
+
+
 def test_unpaired_client_is_refused_at_zap(runtime: tuple[Remote, DaemonProcess], tmp_path: Path) -> None:
     """A key never registered is refused in the handshake: authentication-failed at once, a clear message."""
     remote, _ = runtime

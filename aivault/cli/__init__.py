@@ -41,6 +41,10 @@ COMMANDS: dict[str, str] = {
     # Front ends for agents and browsers: each imports its stack (MCP SDK, Starlette) only when run.
     "agent": "agent", "mcp": "mcp", "web": "web",
 }
+# The older spellings, still accepted: each is registered by the module of the noun it now lives under
+# (common.alias), left out of the list of commands and named once below it.
+OLDER_SPELLINGS: dict[str, str] = {"enable": "policy enable", "disable": "policy disable", "pair": "hosts invite",
+                                   "relay": "hosts relay"}
 
 
 def _columns() -> int:
@@ -85,8 +89,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with ``only`` just the subcommands of the module that registers that
     command: the same parse for it, without importing the others' modules (nor building, and translating
     the help of, the twenty others). ``only`` naming no command builds none (``--version``)."""
-    ap = _Parser(prog="aivault",
-                 description="Search the transcripts your AI coding agents left on disk.")
+    older = ", ".join(f"{old} ({new})" for old, new in OLDER_SPELLINGS.items())
+    ap = _Parser(prog="aivault", description="Search the transcripts your AI coding agents left on disk.",
+                 epilog=f"Older spellings, still accepted: {older}.")
     ap.add_argument("--home", help="data directory (default: $AIVAULT_HOME or ~/.local/share/aivault)")
     ap.add_argument("--version", action="version", version=f"aivault {__version__}",
                     help="print aivault's version and exit")

@@ -64,6 +64,14 @@ def local_only(args: argparse.Namespace) -> None:
                        f"{host} itself (aivault refuses them for relay and paired clients)", EXIT_USAGE)
 
 
+def alias(sub: Subcommands, old: str, new: str) -> argparse.ArgumentParser:
+    """A command's older spelling ``old``, still accepted: registered beside ``aivault NEW`` (its caller gives it
+    the same options) and left out of the list of commands, which names the older spellings in one line
+    (cli/__init__.py); its own help says what it is."""
+    p: argparse.ArgumentParser = sub.add_parser(old, description=f"The older spelling of `aivault {new}`.")
+    return p
+
+
 # --- helpers ------------------------------------------------------------------------------------
 
 

@@ -1,9 +1,11 @@
-"""``aivault hosts``, ``pair`` and ``relay``: the remote execution hosts (docs/protocol.md §5).
+"""``aivault hosts``: the other machines, searched from here or searching this one (docs/protocol.md §5).
 
-On a client: ``hosts`` lists the configured hosts with their connections' state, ``hosts add
+On a client: ``hosts [list]`` lists the configured hosts with their connections' state, ``hosts add
 ssh:<target>`` and ``hosts remove`` edit the list, ``hosts pair CODE`` pairs with a runtime. On a
-runtime: ``pair`` prints a one-time pairing code for the client, ``hosts revoke`` withdraws a paired
-client's key. On a dev box reached over ssh: ``relay --stdio`` is what the client's ssh runs.
+runtime: ``hosts invite`` prints a one-time pairing code for the client, ``hosts revoke`` withdraws a
+paired client's key. On a dev box reached over ssh: ``hosts relay --stdio`` is what the client's ssh
+runs. The older spellings ``aivault pair`` (``hosts invite``) and ``aivault relay`` (``hosts relay``)
+still work; a client's ssh runs ``aivault relay --stdio``, which every version understands.
 
 Like every command module's, this one's top level imports only what its parser needs (cli/__init__.py);
 the modules that reach the network or the index are imported inside the commands that need them.
@@ -17,17 +19,21 @@ import re
 import time
 from typing import Any
 
-from aivault.cli.common import EXIT_OK, EXIT_USAGE, CliError, Subcommands
+from aivault.cli.common import EXIT_OK, EXIT_USAGE, CliError, Subcommands, alias
 from aivault.home import Home
 
 
 def register(sub: Subcommands) -> None:
-    """Register ``hosts``, ``pair`` and ``relay`` on the top-level subcommand parser."""
-    p = sub.add_parser("hosts", help="the remote hosts this machine searches (ssh dev boxes, paired runtimes)")
-    p.add_argument("--check", action="store_true", help="connect to every host first (a ping), then list them")
-    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    """``hosts`` and its verbs, and the older ``pair`` and ``relay``."""
+    p = sub.add_parser("hosts", help="other machines: the ones searched from here (ssh dev boxes, paired runtimes) "
+                                     "and the clients paired with this one")
+    _list_options(p, False)  # the older spelling: `hosts [--check] [--json]` lists
     p.set_defaults(fn=cmd_hosts)
     hs = p.add_subparsers(dest="hosts_command", metavar="ACTION")
+    ls = hs.add_parser("list", help="the configured hosts with their state, and the clients paired with this "
+                                    "machine (the default)")
+    _list_options(ls, argparse.SUPPRESS)  # no default to overwrite the noun's (`hosts --json list`)
+    ls.set_defaults(fn=cmd_hosts)
     a = hs.add_parser("add", help="add ssh:<target>: a machine reached by `ssh <target> aivault relay --stdio`")
     a.add_argument("host", metavar="ssh:TARGET", help="what ssh is given to reach the machine: an alias of "
                                                     "~/.ssh/config, HOST or USER@HOST")
@@ -39,23 +45,38 @@ def register(sub: Subcommands) -> None:
     r = hs.add_parser("remove", help="forget a host (a paired runtime is told to drop this machine's key)")
     r.add_argument("host", metavar="HOST", help="the host's id as `aivault hosts` lists it (ssh:... or runtime:...)")
     r.set_defaults(fn=cmd_hosts_remove)
-    pr = hs.add_parser("pair", help="pair with a runtime using the code `aivault pair` printed there")
-    pr.add_argument("code", help="the aivault-pair:... code `aivault pair` printed on the runtime")
+    pr = hs.add_parser("pair", help="pair with a runtime using the code `aivault hosts invite` printed there")
+    pr.add_argument("code", help="the aivault-pair:... code `aivault hosts invite` (older: `aivault pair`) printed "
+                                 "on the runtime")
     pr.add_argument("--name", help="this machine's name on the runtime (default: its host name)")
     pr.set_defaults(fn=cmd_hosts_pair)
     rv = hs.add_parser("revoke", help="on a runtime: withdraw a paired client's key (it is refused at once)")
     rv.add_argument("client", metavar="NAME|FINGERPRINT",
                     help="the client's name or key fingerprint as `aivault hosts` lists it")
     rv.set_defaults(fn=cmd_hosts_revoke)
+    _invite(hs.add_parser("invite", help="on a runtime: print a one-time code that pairs a client with this "
+                                         "machine"))
+    _relay(hs.add_parser("relay", help="serve this machine's search on stdin/stdout (what a client's ssh runs)"))
 
-    p = sub.add_parser("pair", help="on a runtime: print a one-time code that pairs a client with this machine")
+    _invite(alias(sub, "pair", "hosts invite"))
+    _relay(alias(sub, "relay", "hosts relay"))
+
+
+def _list_options(p: argparse.ArgumentParser, default: Any) -> None:
+    p.add_argument("--check", action="store_true", default=default,
+                   help="connect to every host first (a ping), then list them")
+    p.add_argument("--json", action="store_true", default=default, help="print the list as JSON")
+
+
+def _invite(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", metavar="HOST:PORT",
                    help="the address clients reach this machine's listener at (default: where it listens)")
     p.add_argument("--expires-min", type=float, default=10.0, help="minutes the code stays valid (default 10)")
     p.add_argument("--json", action="store_true", help="print the code, the runtime's id and address as JSON")
     p.set_defaults(fn=cmd_pair)
 
-    p = sub.add_parser("relay", help="serve this machine's search on stdin/stdout (what ssh runs for a client)")
+
+def _relay(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stdio", action="store_true", required=True, help="the stream is standard input and output")
     p.set_defaults(fn=cmd_relay)
 
@@ -112,8 +133,8 @@ def cmd_hosts_add(args: argparse.Namespace, home: Home) -> int:
     except InvalidParams as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     if not host.id.startswith("ssh:"):
-        raise CliError(f"{host.id}: runtimes are added by pairing: `aivault pair` on the runtime prints a code, then "
-                       "`aivault hosts pair CODE` here", EXIT_USAGE)
+        raise CliError(f"{host.id}: runtimes are added by pairing: `aivault hosts invite` (older: `aivault pair`) on "
+                       "the runtime prints a code, then `aivault hosts pair CODE` here", EXIT_USAGE)
     import shlex
 
     hosts = load_hosts(home)
@@ -181,8 +202,8 @@ def cmd_hosts_pair(args: argparse.Namespace, home: Home) -> int:
     except InvalidParams as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     if code.expires_at <= time.time() * 1000:
-        raise CliError(f"that pairing code expired at {_when(code.expires_at)}: run `aivault pair` on the runtime "
-                       "for a new one")
+        raise CliError(f"that pairing code expired at {_when(code.expires_at)}: run `aivault hosts invite` (older: "
+                       "`aivault pair`) on the runtime for a new one")
     name = args.name or _default_name()
     entry = HostEntry(f"runtime:{code.environment_id}", address=code.address, server_key=code.server_key,
                       paired_at=int(time.time() * 1000))
@@ -233,7 +254,7 @@ def cmd_pair(args: argparse.Namespace, home: Home) -> int:
             rpc.close()
     if not listen:
         raise CliError("no paired listener runs here: start the daemon with one, e.g. "
-                       "`aivault serve --listen tcp://0.0.0.0:7455`, then run `aivault pair` again")
+                       "`aivault serve --listen tcp://0.0.0.0:7455`, then run `aivault hosts invite` again")
     host, _, port = str(listen).removeprefix("tcp://").rpartition(":")
     if args.address:
         address = args.address if args.address.startswith("tcp://") else f"tcp://{args.address}"

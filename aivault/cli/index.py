@@ -34,7 +34,7 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("serve", help="run the daemon in the foreground (indexer, scanner, query workers)")
     add_roots(p)
     p.add_argument("--listen", metavar="tcp://ADDR:PORT",
-                   help="also serve paired clients here, CurveZMQ-encrypted (see `aivault pair`)")
+                   help="also serve paired clients here, CurveZMQ-encrypted (see `aivault hosts invite`)")
     p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("clear", help="delete the index (never a transcript); rebuild if enabled")
