@@ -13,22 +13,20 @@ swapping its database (a clear) is reported as such instead of holding the calle
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
-from aivault.broker.client import Connection, RpcClient, SessionSearchClient, connect_daemon
+from aivault.broker.client import Connection, connect_daemon
 from aivault.broker.hosts import parse_host, remote_unavailable
-from aivault.errors import MethodNotFound
 from aivault.home import Home
-from aivault.protocol import METHOD_SEARCH, METHOD_STATUS, METHODS
 
 # How long a front end waits for the daemon's answer before saying it did not answer.
 FRONT_END_RPC_TIMEOUT_S = 10.0
 
 
 class Asker:
-    """Asks one execution host (``host``; None is local) through the daemon or the index directly."""
+    """Asks one execution host (``host``; None is local) through the daemon or the index directly: a
+    ``Connection`` (the one client) per request, closed after it."""
 
     def __init__(self, home: Home, host: str | None = None, *, timeout_s: float = FRONT_END_RPC_TIMEOUT_S) -> None:
         self.home = home
@@ -51,49 +49,20 @@ class Asker:
         return True
 
     def call(self, method: str, params: Any, *, timeout_s: float | None = None) -> Any:
-        """The method's answer. Search and status follow the compatibility rule of docs/contract.md §7
-        (an older peer's method-not-found is ``unavailable/no-service`` or the status sentinel)."""
-        conn = Connection(self.home)
-        if conn.rpc is None:
-            self.last_mode = "direct"
+        """The method's answer, by the rules of ``Connection.call`` (an older peer's method-not-found is
+        what docs/contract.md §7 says it stands for). A front end reaches remote hosts through a daemon
+        only: without one, a remote host is host-unavailable."""
+        conn = Connection(self.home, timeout_s=self.timeout_s if timeout_s is None else timeout_s)
+        try:
+            self.last_mode = conn.mode
+            if conn.rpc is not None:
+                return conn.call(method, params, self.host)
             if not self.is_local:
                 raise remote_unavailable(parse_host(self.host))
             with self._direct_lock:
                 try:
                     return conn.call(method, params)
                 finally:
-                    _close_direct(conn.direct)
-        self.last_mode = "daemon"
-        rpc = conn.rpc
-        rpc.timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        try:
-            return _over_rpc(rpc, self.host, method, params)
+                    conn.close()  # inside the lock: the file is closed before the next request opens it
         finally:
-            rpc.close()
-
-
-def _over_rpc(rpc: RpcClient, host: str | None, method: str, params: Any) -> Any:
-    client = SessionSearchClient(rpc, host)
-    if method == METHOD_SEARCH:
-        return client.search(params)
-    if method == METHOD_STATUS:
-        return client.status()
-    try:
-        return rpc.call(method, params, host=host)
-    except MethodNotFound:
-        answer = METHODS[method].old_peer_answer() if method in METHODS else None
-        if answer is None:
-            raise
-        return answer
-
-
-def _close_direct(svc: Any) -> None:
-    """Close a direct service and its database handle (DirectService.close leaves the handle open)."""
-    if svc is None:
-        return
-    with contextlib.suppress(Exception):
-        svc.close()
-    con = getattr(svc, "con", None)
-    if con is not None:
-        with contextlib.suppress(Exception):
-            con.close()
+            conn.close()

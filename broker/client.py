@@ -1,10 +1,13 @@
-"""Talking to a daemon: the raw RPC client and the session search client over it.
+"""The calling side: ``Connection``, the one client, over the raw RPC client of a daemon.
 
 ``RpcClient.call`` returns a contract value or raises the typed error the daemon sent.
-``SessionSearchClient`` adds the compatibility rule of docs/contract.md §7: an older peer that does not
-know the method (-32601) means ``unavailable/no-service`` for search and the status sentinel
-for status; transport failures, authentication errors and invalid payloads stay errors. It
-also retries page 1 once or twice when the index moved while the page was assembled.
+``Connection`` asks one execution host by whichever transport reaches it -- the daemon, this
+process's own index (direct mode), or this process's own connection to a remote host -- and adds
+the compatibility rule of docs/contract.md §7 once for all of them: an older peer that does not
+know the method (-32601) means what the method's row of ``protocol.METHODS`` says
+(``unavailable/no-service`` for search and read, the status sentinel for status); transport
+failures, authentication errors and invalid payloads stay errors. It also retries page 1 once or
+twice when the index moved while the page was assembled.
 
 ``connect_daemon`` is how a CLI picks its mode: no daemon (open the index directly), a daemon
 answering, or a daemon alive but deaf -- which holds the index, so direct mode cannot work, and
@@ -16,7 +19,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aivault.broker.zmtp import Dealer, ZmtpError
 from aivault.codec import RpcRequest, decode_reply, encode_request
@@ -44,6 +47,12 @@ from aivault.protocol import (
     RPC_PEER_BACKLOG_MAX_BYTES,
     RPC_TIMEOUT_S,
 )
+
+if TYPE_CHECKING:  # the thin client imports none of these: direct mode and remote hosts load them when used
+    from collections.abc import Callable
+
+    from aivault.broker.remote import HostConnections
+    from aivault.vault.readonly import DirectService, MissingIndexService
 
 
 class RpcClient:
@@ -185,153 +194,100 @@ def connect_daemon(home: Home) -> RpcClient | None:
         "command again (its log may say what happened).")
 
 
-def _old_peer(method: str, exc: MethodNotFound) -> dict[str, Any]:
-    """What an older peer's method-not-found stands for (docs/contract.md §7), or the error again."""
-    answer = METHODS[method].old_peer_answer()
-    if answer is None:
-        raise exc
-    return answer
+class _Probe:
+    """The default of ``Connection(rpc=...)``: probe for the daemon serving the data directory."""
 
 
-class SessionSearchClient:
-    def __init__(self, rpc: RpcClient, host: str | None = None) -> None:
-        self.rpc = rpc
-        self.host = host
-
-    def search(self, request: dict[str, Any], *, retries: int = 2) -> dict[str, Any]:
-        value: dict[str, Any] = {}
-        for attempt in range(retries + 1):
-            try:
-                value = self.rpc.call(METHOD_SEARCH, request, host=self.host)
-            except MethodNotFound as exc:
-                return _old_peer(METHOD_SEARCH, exc)
-            if not isinstance(value, dict) or "kind" not in value:
-                raise ProtocolError(f"searchSessions answered something that is not a result: {value!r:.200}")
-            # Page 1 has no cursor to drop: asking again is what docs/contract.md §3 tells the client to do.
-            if value["kind"] == "stale-cursor" and not request.get("cursor") and attempt < retries:
-                continue
-            return value
-        return value
-
-    def status(self) -> dict[str, Any]:
-        try:
-            value = self.rpc.call(METHOD_STATUS, {}, host=self.host)
-        except MethodNotFound as exc:
-            return _old_peer(METHOD_STATUS, exc)
-        if not isinstance(value, dict):
-            raise ProtocolError(f"searchStatus answered something that is not a status: {value!r:.200}")
-        return value
-
-
-class _DirectAnswers:
-    """Direct mode's answers for the endpoint table: the index opened here on first use."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def search(self, params: Any) -> dict[str, Any]:
-        from aivault.vault.endpoints import search_sessions
-
-        return search_sessions(self.conn._direct(), params)
-
-    def status(self) -> dict[str, Any]:
-        from aivault.vault.endpoints import search_status
-
-        return search_status(self.conn._direct())
-
-    def read(self, params: Any) -> dict[str, Any]:
-        from aivault.query.transcript import read_session
-
-        return read_session(self.conn._direct(), params)
-
-    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
-        report: dict[str, dict[str, Any]] = self.conn._direct().root_report(roots)
-        return report
+_PROBE: Final = _Probe()
+# A first page answered stale-cursor is asked again at most this many times (docs/contract.md §3).
+_FIRST_PAGE_RETRIES = 2
 
 
 class Connection:
-    """Either a running daemon (over ZeroMQ) or the index opened read-only in this process.
+    """The one client: a method asked of one execution host, by the transport that reaches it.
 
-    The auto rule (docs/contract.md §9): a daemon that answers its readiness probe is used; with none, the
-    index is opened read-only here. The query layer (and so DuckDB) is imported only in that case.
+    The auto rule (docs/contract.md §9) picks the transport once, when the connection is made:
+
+    * **daemon** -- a daemon that answers its readiness probe is asked over its socket, for every host (it
+      routes to remote hosts itself);
+    * **direct** -- with none, a request for the local host is answered in this process through the
+      endpoint table (broker/endpoints.py), from the index opened read-only here on first use: the query
+      layer (and so DuckDB) is imported only then;
+    * **remote** -- with none, a request for a remote host goes out from this process
+      (``HostConnections``, broker/remote.py), made on first use.
+
+    Whatever the transport, ``call`` applies the compatibility rule of docs/contract.md §7 here and only
+    here on the calling side: an older peer's method-not-found is what its row of ``protocol.METHODS``
+    says it stands for (``unavailable/no-service``, the status sentinel), every other error stays one.
+    (``HostConnections`` applies the same row to what a host answers: there the daemon is the caller.)
+    A search or status answer of the wrong shape is a ``ProtocolError``, and a first page answered
+    ``stale-cursor`` -- the index moved while it was assembled -- is asked again (docs/contract.md §3).
     """
 
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, *, rpc: RpcClient | _Probe | None = _PROBE,
+                 timeout_s: float | None = None) -> None:
+        """``rpc``: a daemon's client the caller already holds (None: direct mode); by default the
+        daemon serving ``home`` is probed. ``timeout_s``: how long a call waits for the daemon."""
         self.home = home
-        self.direct: Any = None
-        # None: no daemon, open the index directly; a live daemon that does not answer raises
-        # DaemonNotAnswering, naming the pid to stop.
-        self.rpc: RpcClient | None = connect_daemon(home)
+        # None: no daemon, answer here; a live daemon that does not answer raises DaemonNotAnswering,
+        # naming the pid to stop.
+        self.rpc: RpcClient | None = connect_daemon(home) if isinstance(rpc, _Probe) else rpc
+        if self.rpc is not None and timeout_s is not None:
+            self.rpc.timeout_s = timeout_s
         self.mode = "daemon" if self.rpc else "direct"
-        self.index_missing = False
-        self.remote: Any = None  # HostConnections, made when a remote host is asked without a daemon
+        self._index: _DirectIndex | None = None
+        self._hosts: HostConnections | None = None
+        self._index_was_missing = False  # kept once the index is closed: a caller reports it afterwards
 
-    def _direct(self) -> Any:
-        if self.direct is None:
-            from aivault.errors import IndexMissing
-            from aivault.indexer.opening import open_reader
-            from aivault.vault.readonly import DirectService, MissingIndexService
+    @property
+    def index_missing(self) -> bool:
+        """Direct mode found no index file (the answers were the contract's, not an index's)."""
+        return self._index_was_missing or (self._index is not None and self._index.missing)
 
-            try:
-                self.direct = DirectService(self.home, open_reader(self.home))
-            except IndexMissing:
-                # Contract answers (unavailable / zero status), so `rpc` and `--json` stay exact.
-                self.index_missing = True
-                self.direct = MissingIndexService(self.home)
-        return self.direct
+    # --- asking -------------------------------------------------------------------------------
+    def call(self, method: str, params: Any, host: str | None = None, *, timeout_s: float | None = None) -> Any:
+        """``method`` asked of ``host`` (None or ``local``: this machine): its contract value, or the typed
+        error it was refused with."""
+        if method != METHOD_SEARCH:
+            value = self._ask(method, params, host, timeout_s)
+            if method == METHOD_STATUS and not isinstance(value, dict):
+                raise ProtocolError(f"searchStatus answered something that is not a status: {value!r:.200}")
+            return value
+        first_page = not (isinstance(params, dict) and params.get("cursor"))
+        for attempt in range(_FIRST_PAGE_RETRIES + 1):
+            value = self._ask(method, params, host, timeout_s)
+            if not isinstance(value, dict) or "kind" not in value:
+                raise ProtocolError(f"searchSessions answered something that is not a result: {value!r:.200}")
+            # Page 1 has no cursor to drop: asking again is what docs/contract.md §3 tells the client to do.
+            if value["kind"] != "stale-cursor" or not first_page or attempt == _FIRST_PAGE_RETRIES:
+                break
+        return value
 
-    def _remote(self) -> Any:
-        if self.remote is None:
-            from aivault.broker.remote import HostConnections
+    def _ask(self, method: str, params: Any, host: str | None, timeout_s: float | None) -> Any:
+        try:
+            return self._send(method, params, host, timeout_s)
+        except MethodNotFound:
+            row = METHODS.get(method)
+            answer = row.old_peer_answer() if row is not None else None
+            if answer is None:
+                raise
+            return answer
 
-            self.remote = HostConnections(self.home)
-        return self.remote
-
-    def call(self, method: str, params: Any, host: str | None = None) -> Any:
-        """``method`` asked of ``host`` (None or ``local``: this machine). Through the daemon when one
-        answers (it routes to remote hosts); without one, local methods open the index here and remote
-        hosts are reached from this process (broker/remote.py)."""
-        if host is not None and host != "local":
-            if self.rpc is not None:
-                return self.rpc.call(method, params, host=host)
-            from aivault.broker.hosts import parse_host
-
-            return self._remote().call(parse_host(host), method, params)
+    def _send(self, method: str, params: Any, host: str | None, timeout_s: float | None) -> Any:
+        local = host is None or host == "local"
         if self.rpc is not None:
-            return self.rpc.call(method, params)
-        # Direct mode: the endpoint table, as the daemon answers, with this process's index (opened, and the
-        # query layer and DuckDB imported, only by the methods that read it) and no daemon's controls.
-        from concurrent.futures import Future
+            return self.rpc.call(method, params, host=None if local else host, timeout_s=timeout_s)
+        if local:
+            return self._direct().call(method, params)
+        from aivault.broker.hosts import parse_host
 
-        from aivault.broker.endpoints import Context, dispatch
-        from aivault.broker.exposure import LOCAL_CALLER
-
-        ctx = Context(LOCAL_CALLER, _DirectAnswers(self), self._ping, roots=_DirectAnswers(self), hosts=self._remote)
-        value = dispatch(ctx, RpcRequest("direct", method, params, None))
-        return value.result() if isinstance(value, Future) else value
-
-    def _ping(self) -> dict[str, Any]:
-        return {"pong": True, "mode": "direct", "home": str(self.home.path)}
-
-    def direct_counts(self) -> dict[str, Any] | None:
-        """Session count and skips straight from the read-only index (no daemon to ask)."""
-        svc = self._direct()
-        con = getattr(svc, "con", None)
-        if con is None:
-            return None
-        from aivault.query.reports import index_counts
-
-        return index_counts(con)
+        return self._remote().call(parse_host(host), method, params)
 
     def search(self, request: dict[str, Any], host: str | None = None) -> dict[str, Any]:
-        if self.rpc is not None:
-            return SessionSearchClient(self.rpc, host).search(request)
         value: dict[str, Any] = self.call(METHOD_SEARCH, request, host)
         return value
 
     def status(self, host: str | None = None) -> dict[str, Any]:
-        if self.rpc is not None:
-            return SessionSearchClient(self.rpc, host).status()
         value: dict[str, Any] = self.call(METHOD_STATUS, {}, host)
         return value
 
@@ -340,18 +296,115 @@ class Connection:
         value: dict[str, Any] = self.call(METHOD_HOSTS, {"check": check})
         return value
 
+    def direct_counts(self) -> dict[str, Any] | None:
+        """Session count and skips straight from the read-only index (no daemon to ask)."""
+        return self._direct().counts()
+
+    # --- the transports made on first use -----------------------------------------------------
+    def _direct(self) -> _DirectIndex:
+        if self._index is None:
+            self._index = _DirectIndex(self.home, self._remote)
+        return self._index
+
+    def _remote(self) -> HostConnections:
+        if self._hosts is None:
+            from aivault.broker.remote import HostConnections
+
+            self._hosts = HostConnections(self.home)
+        return self._hosts
+
     def close(self) -> None:
         """Close the daemon socket, the directly opened index and its handle, and remote connections."""
         if self.rpc is not None:
             self.rpc.close()
-        direct, self.direct = self.direct, None
-        if direct is not None:
-            for closing in (getattr(direct, "close", None), getattr(getattr(direct, "con", None), "close", None)):
-                if closing is not None:
-                    try:
-                        closing()
-                    except Exception:  # closing is best effort: a handle already closed is fine
-                        continue
-        remote, self.remote = self.remote, None
-        if remote is not None:
-            remote.close()
+        index, self._index = self._index, None
+        if index is not None:
+            self._index_was_missing |= index.missing
+            index.close()
+        hosts, self._hosts = self._hosts, None
+        if hosts is not None:
+            hosts.close()
+
+
+class _DirectIndex:
+    """Direct mode's transport: this process answers through the endpoint table as a daemon would, with the
+    index opened read-only here on first use (a ping, a refusal or the host list never opens it), no
+    daemon's controls (so ``reconcile``, ``indexStats`` and ``clearSearchIndex`` are ``needs-daemon``), and
+    this process's own host connections for ``listHosts``."""
+
+    def __init__(self, home: Home, hosts: Callable[[], HostConnections]) -> None:
+        self.home = home
+        self.hosts = hosts
+        self.service: DirectService | MissingIndexService | None = None
+        self.missing = False
+
+    def call(self, method: str, params: Any) -> Any:
+        from concurrent.futures import Future
+
+        from aivault.broker.endpoints import Context, dispatch
+        from aivault.broker.exposure import LOCAL_CALLER
+
+        ctx = Context(LOCAL_CALLER, self, self._ping, roots=self, hosts=self.hosts)
+        value = dispatch(ctx, RpcRequest("direct", method, params, None))
+        return value.result() if isinstance(value, Future) else value
+
+    def _ping(self) -> dict[str, Any]:
+        return {"pong": True, "mode": "direct", "home": str(self.home.path)}
+
+    def opened(self) -> DirectService | MissingIndexService:
+        if self.service is None:
+            from aivault.errors import IndexMissing
+            from aivault.indexer.opening import open_reader
+            from aivault.vault.readonly import DirectService, MissingIndexService
+
+            try:
+                self.service = DirectService(self.home, open_reader(self.home))
+            except IndexMissing:
+                # Contract answers (unavailable / zero status), so `rpc` and `--json` stay exact.
+                self.missing = True
+                self.service = MissingIndexService(self.home)
+        return self.service
+
+    # The endpoint table's Answers and RootReporter.
+    def search(self, params: Any) -> dict[str, Any]:
+        from aivault.vault.endpoints import ServiceAnswers
+
+        return ServiceAnswers(self.opened()).search(params)
+
+    def status(self) -> dict[str, Any]:
+        from aivault.vault.endpoints import ServiceAnswers
+
+        return ServiceAnswers(self.opened()).status()
+
+    def read(self, params: Any) -> dict[str, Any]:
+        from aivault.vault.endpoints import ServiceAnswers
+
+        return ServiceAnswers(self.opened()).read(params)
+
+    def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
+        return self.opened().root_report(roots)
+
+    def counts(self) -> dict[str, Any] | None:
+        from aivault.vault.readonly import DirectService
+
+        service = self.opened()
+        if not isinstance(service, DirectService):
+            return None
+        from aivault.query.reports import index_counts
+
+        return index_counts(service.con)
+
+    def close(self) -> None:
+        """Close the service and its database handle (``DirectService.close`` leaves the handle open: a
+        wait-until-current search may have swapped it, so the one to close is the service's now)."""
+        service, self.service = self.service, None
+        if service is None:
+            return
+        from aivault.vault.readonly import DirectService
+
+        if isinstance(service, DirectService):
+            for closing in (service.close, service.con.close):
+                try:
+                    closing()
+                except Exception:  # closing is best effort: a handle already closed is fine
+                    continue

@@ -316,45 +316,48 @@ class OldPeer:
 
 def test_an_older_peer_without_the_method_means_no_service(home: Home) -> None:
     """-32601 from an old host maps to unavailable/no-service and the status sentinel; nothing else does."""
-    from aivault.broker.client import RpcClient, SessionSearchClient
-    from aivault.protocol import STATUS_SENTINEL
+    from aivault.broker.client import Connection, RpcClient
+    from aivault.errors import MethodNotFound
+    from aivault.protocol import METHOD_PING, METHOD_READ, STATUS_SENTINEL
 
     peer = OldPeer(home)
-    rpc = RpcClient.for_home(home, timeout_s=5)
+    client = Connection(home, rpc=RpcClient.for_home(home, timeout_s=5))
     try:
-        client = SessionSearchClient(rpc)
         assert client.search({"query": "x"}) == {"kind": "unavailable", "reason": "no-service"}
         assert client.status() == STATUS_SENTINEL
+        assert client.call(METHOD_READ, {"sessionId": "s"}) == {"kind": "unavailable", "reason": "no-service"}
+        with pytest.raises(MethodNotFound):  # the probe has no answer standing for it
+            client.call(METHOD_PING, {})
     finally:
-        rpc.close()
+        client.close()
         peer.close()
     other = OldPeer(home, code=-32602)
-    rpc = RpcClient.for_home(home, timeout_s=5)
+    client = Connection(home, rpc=RpcClient.for_home(home, timeout_s=5))
     try:
         from aivault.errors import InvalidParams
 
         with pytest.raises(InvalidParams):
-            SessionSearchClient(rpc).search({"query": "x"})
+            client.search({"query": "x"})
     finally:
-        rpc.close()
+        client.close()
         other.close()
 
 
 def test_transport_and_authentication_failures_stay_errors(home: Home, roots: dict[str, Path],
                                                            tmp_path: Path) -> None:
     """No daemon on the socket is an error, and so is a peer signing with another key."""
-    from aivault.broker.client import RpcClient, SessionSearchClient
+    from aivault.broker.client import Connection, RpcClient
 
-    rpc = RpcClient(home.rpc_endpoint, home.key(), timeout_s=0.5)
+    client = Connection(home, rpc=RpcClient(home.rpc_endpoint, home.key(), timeout_s=0.5))
     with pytest.raises(DaemonUnreachable):
-        SessionSearchClient(rpc).search({"query": "x"})
-    rpc.close()
+        client.search({"query": "x"})
+    client.close()
     _seed(roots, 1)
     d = DaemonProcess(home, roots)
     try:
-        wrong = RpcClient(home.rpc_endpoint, b"k" * 32, timeout_s=5)
+        wrong = Connection(home, rpc=RpcClient(home.rpc_endpoint, b"k" * 32, timeout_s=5))
         with pytest.raises(AuthenticationError):
-            SessionSearchClient(wrong).search({"query": "x"})
+            wrong.search({"query": "x"})
         wrong.close()
     finally:
         d.stop()
