@@ -117,6 +117,40 @@ def test_client_mode_ping_and_status_load_no_engine(daemon: DaemonProcess, tmp_p
     assert engine_modules(modules) == []
 
 
+# The thin client's import budget: what a call through a daemon may add to an empty interpreter's modules.
+# Of aivault, CLIENT_MODULES (parsing, asking, the hand-written ZMTP, the codec and protocol subset, the renderer);
+# beyond them only these libraries (top-level names: the standard library's few, and msgpack with its Cython
+# runtime). A client-mode call that needs another (asyncio, dataclasses, inspect, email, shutil, subprocess,
+# concurrent...) pays for it in every search, and is stated here.
+CLIENT_LIBRARIES = frozenset({
+    "__future__", "_blake2", "_collections", "_datetime", "_functools", "_hashlib", "_json", "_locale", "_operator",
+    "_socket", "_sre", "_struct", "_typing", "_weakrefset", "argparse", "collections", "contextlib", "copyreg",
+    "cython_runtime", "datetime", "enum", "errno", "fcntl", "fnmatch", "functools", "gc", "gettext", "hashlib", "hmac",
+    "importlib", "ipaddress", "itertools", "json", "keyword", "locale", "math", "msgpack", "ntpath", "operator",
+    "pathlib", "re", "reprlib", "signal", "struct", "threading", "types", "typing", "urllib", "warnings",
+})
+
+
+def over_budget(modules: list[str], empty: set[str]) -> list[str]:
+    """The modules a client-mode call loaded beyond an empty interpreter's and outside the thin client's budget."""
+    extra = set(modules) - empty
+    ours = {m for m in extra if m == "aivault" or m.startswith("aivault.")}
+    libraries = {m for m in extra - ours if m.split(".")[0] in CLIENT_LIBRARIES or m.startswith("_cython_")}
+    return sorted((ours - CLIENT_MODULES) | (extra - ours - libraries))
+
+
+def test_client_mode_calls_stay_within_the_thin_clients_import_budget(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """`aivault search` and `status` through a daemon load, beyond what an empty interpreter has, only the thin
+    client's modules and the libraries of its stated budget (CLIENT_LIBRARIES); a library outside it is caught."""
+    shown = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"],
+                           env=cli_env(daemon.home.path), capture_output=True, text=True, timeout=60, check=True)
+    empty = set(shown.stdout.split())
+    for args in (["search", "lock"], ["status"], ["rpc", "aiVault.ping"]):
+        _, modules = probe(daemon.home.path, tmp_path, *args)
+        assert "aivault.broker.zmtp" in modules and over_budget(modules, empty) == [], args
+    assert over_budget([*modules, "asyncio.events", "aivault.vault"], empty) == ["aivault.vault", "asyncio.events"]
+
+
 def test_without_a_daemon_the_probe_sees_the_engine_load(indexed: Home, tmp_path: Path) -> None:
     """The same probe in direct mode lists DuckDB and the query layer, so the client's empty list is real."""
     proc, modules = probe(indexed.path, tmp_path, "search", "lock", "--json")
