@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from aivault.broker.client import Connection, connect_daemon
-from aivault.broker.hosts import parse_host, remote_unavailable
+from aivault.broker.remote.hosts import parse_host, remote_unavailable
 from aivault.home import Home
 
 # How long a front end waits for the daemon's answer before saying it did not answer.

@@ -51,7 +51,7 @@ from aivault.protocol import (
 if TYPE_CHECKING:  # the thin client imports none of these: direct mode and remote hosts load them when used
     from collections.abc import Callable
 
-    from aivault.broker.remote import HostConnections
+    from aivault.broker.remote.connections import HostConnections
     from aivault.vault.readonly import DirectService, MissingIndexService
 
 
@@ -214,7 +214,7 @@ class Connection:
       endpoint table (broker/endpoints.py), from the index opened read-only here on first use: the query
       layer (and so DuckDB) is imported only then;
     * **remote** -- with none, a request for a remote host goes out from this process
-      (``HostConnections``, broker/remote.py), made on first use.
+      (``HostConnections``, broker/remote/connections.py), made on first use.
 
     Whatever the transport, ``call`` applies the compatibility rule of docs/contract.md §7 here and only
     here on the calling side: an older peer's method-not-found is what its row of ``protocol.METHODS``
@@ -279,7 +279,7 @@ class Connection:
             return self.rpc.call(method, params, host=None if local else host, timeout_s=timeout_s)
         if local:
             return self._direct().call(method, params)
-        from aivault.broker.hosts import parse_host
+        from aivault.broker.remote.hosts import parse_host
 
         return self._remote().call(parse_host(host), method, params)
 
@@ -308,7 +308,7 @@ class Connection:
 
     def _remote(self) -> HostConnections:
         if self._hosts is None:
-            from aivault.broker.remote import HostConnections
+            from aivault.broker.remote.connections import HostConnections
 
             self._hosts = HostConnections(self.home)
         return self._hosts

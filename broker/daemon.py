@@ -7,10 +7,10 @@ other shells keep working while it indexes.
 
 Both of its brokers dispatch through the endpoint table (broker/endpoints.py) with the daemon's
 context: its service answers search, status and read, its writer the local controls. Requests
-addressed to a remote execution host are routed by ``HostConnections`` (broker/remote.py): the
+addressed to a remote execution host are routed by ``HostConnections`` (broker/remote/connections.py): the
 handler returns a Future, so a slow host holds no query worker. With ``listen``
 (``aivault serve --listen tcp://ADDR:PORT``) a second broker serves paired clients over CurveZMQ
-(broker/pairing.py): after the listener's gate, the same dispatch, as a paired caller.
+(broker/remote/pairing.py): after the listener's gate, the same dispatch, as a paired caller.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 from aivault import __version__, log
 from aivault.broker.endpoints import ENDPOINTS, Context, dispatch, remote_ping
 from aivault.broker.exposure import FULL_DIAGNOSTICS, LOCAL_CALLER, Caller
-from aivault.broker.pairing import CurveGate
-from aivault.broker.remote import HostConnections
+from aivault.broker.remote.connections import HostConnections
+from aivault.broker.remote.pairing import CurveGate
 from aivault.broker.router import Broker
 from aivault.codec import RpcRequest
 from aivault.errors import AivaultError, AuthenticationError, DaemonFailed, IndexingDisabled

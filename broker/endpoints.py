@@ -7,7 +7,7 @@ answer that client's transport may see. Every end that serves requests goes thro
 
 * the daemon's ipc socket (``Daemon.handle``), for its own machine's callers;
 * the daemon's paired listener, for paired clients (``Daemon.handle`` after the listener's gate);
-* the ssh relay (broker/relay.py), for its relay client;
+* the ssh relay (broker/remote/relay.py), for its relay client;
 * a client process answering from its own index, with no daemon (direct mode, broker/client.py).
 
 They differ only in the ``Context`` they hand it: who asks, what answers search, status and read, the
@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol
 
 from aivault import __version__
 from aivault.broker.exposure import FULL_DIAGNOSTICS, Caller, Transport, redact_read, redact_search, redact_status
-from aivault.broker.hosts import Host, parse_host, remote_unavailable
+from aivault.broker.remote.hosts import Host, parse_host, remote_unavailable
 from aivault.codec import RpcReply, RpcRequest, encode_reply
 from aivault.errors import (
     AivaultError,
@@ -90,7 +90,7 @@ class Controls(Protocol):
 
 
 class Hosts(Protocol):
-    """The connections to remote execution hosts (``HostConnections``, broker/remote.py)."""
+    """The connections to remote execution hosts (``HostConnections``, broker/remote/connections.py)."""
 
     def request(self, host: Host, method: str, params: Any) -> Future[Any]: ...
 

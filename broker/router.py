@@ -14,7 +14,7 @@ dropped by ZeroMQ: it waits in that client's backlog until the client reads.
 
 Who asks is the socket's business, never the request's: the daemon's ipc socket hands every handler
 call ``LOCAL_CALLER``; a broker given a ``Gate`` (a paired runtime's CurveZMQ listener,
-broker/pairing.py) runs in a ZeroMQ context of its own with the gate's ZAP handler polled by this
+broker/remote/pairing.py) runs in a ZeroMQ context of its own with the gate's ZAP handler polled by this
 loop, and asks the gate, for every message, who the connection authenticated as -- a key revoked
 since the handshake is refused from its next message on.
 """
@@ -67,7 +67,7 @@ Handler = Callable[[RpcRequest, Caller], Any]
 
 
 class Gate(Protocol):
-    """Authentication of a listener other than the same-machine ipc socket (broker/pairing.py)."""
+    """Authentication of a listener other than the same-machine ipc socket (broker/remote/pairing.py)."""
 
     def secure(self, sock: zmq.Socket[bytes]) -> None: ...
 

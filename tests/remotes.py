@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aivault import policy
-from aivault.broker.hostconfig import HostEntry, load_hosts, save_hosts
+from aivault.broker.remote.hostconfig import HostEntry, load_hosts, save_hosts
 from aivault.codec import RpcReply, RpcRequest, StreamDecoder, decode_reply, encode_request, encode_stream
 from aivault.home import Home, write_private
 from aivault.protocol import REMOTE_FRAME_KEY

@@ -1,5 +1,5 @@
 """Remote execution hosts behind a fake ssh (docs/protocol.md §5): the relay spoken to directly, the
-client's routing (broker/remote.py) in this process and through a real daemon, and relays that
+client's routing (broker/remote/connections.py) in this process and through a real daemon, and relays that
 misbehave on purpose (tests/fake_relay.py). tests/test_ssh.py does the same paths over a real sshd.
 """
 
@@ -16,9 +16,9 @@ import pytest
 
 from aivault import policy
 from aivault.broker.client import Connection
-from aivault.broker.hostconfig import remote_host
-from aivault.broker.hosts import Host
-from aivault.broker.remote import HostConnections
+from aivault.broker.remote.connections import HostConnections
+from aivault.broker.remote.hostconfig import remote_host
+from aivault.broker.remote.hosts import Host
 from aivault.codec import RpcRequest, encode_request, encode_stream
 from aivault.errors import AivaultError, HostUnavailable, InvalidParams, NotPermitted, ProtocolVersionError
 from aivault.home import Home

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from aivault.broker.hostconfig import load_hosts, remote_settings
-from aivault.broker.hosts import Host
-from aivault.broker.pairing import keypair
-from aivault.broker.remote import HostConnections
-from aivault.broker.runtime_link import RuntimeLink
+from aivault.broker.remote.connections import HostConnections
+from aivault.broker.remote.hostconfig import load_hosts, remote_settings
+from aivault.broker.remote.hosts import Host
+from aivault.broker.remote.pairing import keypair
+from aivault.broker.remote.runtime_link import RuntimeLink
 from aivault.errors import AivaultError, AuthenticationError, HostUnavailable
 from aivault.home import Home
 from aivault.protocol import (

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from aivault import policy
-from aivault.broker.hostconfig import SSH_COMMAND_ENV
-from aivault.broker.hosts import Host
-from aivault.broker.remote import HostConnections
+from aivault.broker.remote.connections import HostConnections
+from aivault.broker.remote.hostconfig import SSH_COMMAND_ENV
+from aivault.broker.remote.hosts import Host
 from aivault.home import Home, write_private
 from aivault.protocol import (
     ERR_NOT_PERMITTED,

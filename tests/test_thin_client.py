@@ -46,7 +46,8 @@ CLIENT_MODULES = frozenset({
 })
 
 # What direct mode adds before it reads the index: the endpoint table and what it imports (no engine, no vault).
-ENDPOINT_TABLE = frozenset({"aivault.broker.endpoints", "aivault.broker.exposure", "aivault.broker.hosts"})
+ENDPOINT_TABLE = frozenset({"aivault.broker.endpoints", "aivault.broker.exposure", "aivault.broker.remote",
+                            "aivault.broker.remote.hosts"})
 
 
 def probe(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:

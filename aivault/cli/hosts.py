@@ -91,7 +91,7 @@ def _when(ms: int | None) -> str:
 
 def cmd_hosts(args: argparse.Namespace, home: Home) -> int:
     from aivault.broker.client import Connection
-    from aivault.broker.pairing import list_clients
+    from aivault.broker.remote.pairing import list_clients
 
     conn = Connection(home)
     try:
@@ -125,7 +125,7 @@ def cmd_hosts(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_hosts_add(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.hostconfig import HostEntry, load_hosts, remote_host, save_hosts
+    from aivault.broker.remote.hostconfig import HostEntry, load_hosts, remote_host, save_hosts
     from aivault.errors import InvalidParams
 
     try:
@@ -147,7 +147,7 @@ def cmd_hosts_add(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_hosts_remove(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.hostconfig import load_hosts, save_hosts
+    from aivault.broker.remote.hostconfig import load_hosts, save_hosts
 
     hosts = load_hosts(home)
     entry = hosts.pop(args.host, None)
@@ -166,9 +166,9 @@ def _unpair(home: Home, entry: Any) -> str:
     """Ask the runtime to drop this machine's key; removing the host locally does not depend on it."""
     from dataclasses import replace
 
-    from aivault.broker.hostconfig import remote_settings
-    from aivault.broker.pairing import keypair
-    from aivault.broker.runtime_link import RuntimeLink
+    from aivault.broker.remote.hostconfig import remote_settings
+    from aivault.broker.remote.pairing import keypair
+    from aivault.broker.remote.runtime_link import RuntimeLink
     from aivault.errors import AivaultError
     from aivault.protocol import METHOD_UNPAIR
 
@@ -191,9 +191,9 @@ def _default_name() -> str:
 
 
 def cmd_hosts_pair(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.hostconfig import HostEntry, load_hosts, remote_settings, save_hosts
-    from aivault.broker.pairing import PairingCode, keypair
-    from aivault.broker.runtime_link import RuntimeLink
+    from aivault.broker.remote.hostconfig import HostEntry, load_hosts, remote_settings, save_hosts
+    from aivault.broker.remote.pairing import PairingCode, keypair
+    from aivault.broker.remote.runtime_link import RuntimeLink
     from aivault.errors import AivaultError, InvalidParams
     from aivault.protocol import METHOD_PAIR
 
@@ -225,7 +225,7 @@ def cmd_hosts_pair(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_hosts_revoke(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.pairing import list_clients, revoke_clients
+    from aivault.broker.remote.pairing import list_clients, revoke_clients
 
     gone = revoke_clients(home, args.client)
     if not gone:
@@ -240,7 +240,7 @@ def cmd_pair(args: argparse.Namespace, home: Home) -> int:
     import socket
 
     from aivault.broker.client import RpcClient, connect_daemon
-    from aivault.broker.pairing import issue_code
+    from aivault.broker.remote.pairing import issue_code
     from aivault.protocol import METHOD_PING
 
     if not 0 < args.expires_min <= 24 * 60:
@@ -274,6 +274,6 @@ def cmd_pair(args: argparse.Namespace, home: Home) -> int:
 
 
 def cmd_relay(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.relay import serve_stdio
+    from aivault.broker.remote.relay import serve_stdio
 
     return serve_stdio(home)

@@ -25,7 +25,7 @@ def register(sub: Subcommands) -> None:
 def cmd_web(args: argparse.Namespace, home: Home) -> int:
     log.configure("info", process="web")
     from aivault import tokens
-    from aivault.broker.hosts import parse_host
+    from aivault.broker.remote.hosts import parse_host
     from aivault.web.server import serve  # Starlette and uvicorn only for this command
 
     host = parse_host(args.host).id if args.host else None

@@ -9,7 +9,7 @@ is answered within the request timeout: a dead or hung transport fails its reque
 Callers only ``submit``; everything else happens on the link's thread, which owns the transport (a
 ZeroMQ socket must stay on one thread), so a request never blocks the broker loop or a query worker:
 its Future resolves on the link's thread. The thread ends when the link is closed and idle. Subclasses
-provide the transport: ``SshLink`` (broker/ssh_link.py) and ``RuntimeLink`` (broker/runtime_link.py).
+provide the transport: ``SshLink`` (broker/remote/ssh_link.py) and ``RuntimeLink`` (broker/remote/runtime_link.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import zmq
 
 from aivault import log
 from aivault.broker.exposure import Transport
-from aivault.broker.hostconfig import RemoteSettings
+from aivault.broker.remote.hostconfig import RemoteSettings
 from aivault.codec import RpcRequest, decode_reply, encode_request
 from aivault.errors import AivaultError, AuthenticationError, Busy, HostUnavailable, ProtocolError, from_error_value
 from aivault.protocol import (

@@ -1,6 +1,6 @@
 """``ssh:<target>``: the relay at the far end of ``ssh <target> aivault relay --stdio``.
 
-The ssh command line comes from broker/hostconfig.py. Its standard input and output carry the relay
+The ssh command line comes from broker/remote/hostconfig.py. Its standard input and output carry the relay
 stream (docs/protocol.md §5.1); its standard error is kept (the last 4 KiB) to say why a connection
 failed -- a refused key, a host that does not resolve, ``aivault: command not found``. ssh runs in a
 session of its own, so tearing the link down ends it and whatever it started (a ProxyJump) together.
@@ -16,8 +16,8 @@ from typing import Any
 
 import zmq
 
-from aivault.broker.hostconfig import HostEntry, RemoteSettings
-from aivault.broker.link import Link, LinkFailed
+from aivault.broker.remote.hostconfig import HostEntry, RemoteSettings
+from aivault.broker.remote.link import Link, LinkFailed
 from aivault.codec import StreamDecoder, encode_stream
 from aivault.errors import AivaultError, HostUnavailable
 

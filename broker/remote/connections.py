@@ -2,7 +2,7 @@
 
 One component for both places a request can leave this machine: the daemon (so that every client of
 its socket, the CLI or a desktop app, gets remote hosts) and a client process with no daemon. It holds
-one link per configured host (broker/ssh_link.py, broker/runtime_link.py), made on first use, and
+one link per configured host (broker/remote/ssh_link.py, broker/remote/runtime_link.py), made on first use, and
 turns what a host answers into what the contract promises:
 
 * the reply is parsed where it arrives: a search, status or read result of the wrong shape is a
@@ -28,9 +28,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from aivault.broker.exposure import Transport, redact_read, redact_search, redact_status
-from aivault.broker.hostconfig import HostEntry, RemoteSettings, hosts_stamp, load_hosts, remote_settings
-from aivault.broker.hosts import Host
-from aivault.broker.link import Link
+from aivault.broker.remote.hostconfig import HostEntry, RemoteSettings, hosts_stamp, load_hosts, remote_settings
+from aivault.broker.remote.hosts import Host
+from aivault.broker.remote.link import Link
 from aivault.errors import AivaultError, HostUnavailable, MethodNotFound, NotPermitted, ProtocolError
 from aivault.home import Home
 from aivault.protocol import (
@@ -112,11 +112,11 @@ class HostConnections:
 
     def _make_link(self, entry: HostEntry) -> Link:
         if entry.kind == "ssh":
-            from aivault.broker.ssh_link import SshLink
+            from aivault.broker.remote.ssh_link import SshLink
 
             return SshLink(entry, self._settings)
-        from aivault.broker.pairing import keypair
-        from aivault.broker.runtime_link import RuntimeLink
+        from aivault.broker.remote.pairing import keypair
+        from aivault.broker.remote.runtime_link import RuntimeLink
 
         return RuntimeLink(entry, self._settings, keypair(self.home, "client"))
 

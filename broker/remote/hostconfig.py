@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aivault import config
-from aivault.broker.hosts import Host, parse_host
+from aivault.broker.remote.hosts import Host, parse_host
 from aivault.errors import ConfigInvalid, InvalidParams
 from aivault.home import Home, read_private, unusable, write_private
 from aivault.protocol import HOST_CONNECT_TIMEOUT_S, HOST_IDLE_TIMEOUT_S, HOST_REQUEST_TIMEOUT_S, RPC_TIMEOUT_S

@@ -14,8 +14,8 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from aivault.broker.hostconfig import HostEntry, RemoteSettings
-from aivault.broker.link import Link, LinkFailed
+from aivault.broker.remote.hostconfig import HostEntry, RemoteSettings
+from aivault.broker.remote.link import Link, LinkFailed
 from aivault.errors import AuthenticationError, HostUnavailable
 from aivault.protocol import RPC_MAX_FRAME_BYTES
 
