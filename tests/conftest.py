@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,16 +232,21 @@ def restart_and_stop_cleanly(home: Home, roots: dict[str, Path] | list[str]) -> 
     assert_indexes_agree(home.db_path)
 
 
-def log_events(path: Path) -> list[dict[str, Any]]:
-    """The structured log lines a child process wrote (JSON, one per line); other lines are skipped."""
+def json_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The structured log lines among ``lines`` (JSON, one per line); other lines are skipped."""
     events = []
-    for line in path.read_text(errors="replace").splitlines():
+    for line in lines:
         if line.startswith("{"):
             try:
                 events.append(json.loads(line))
             except ValueError:
                 continue
     return events
+
+
+def log_events(path: Path) -> list[dict[str, Any]]:
+    """The structured log lines a child process wrote to ``path``."""
+    return json_lines(path.read_text(errors="replace").splitlines())
 
 
 def pid_alive(pid: int) -> bool:

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from aivault.home import Home
 from aivault.mcp.tools import SESSION_ENV
-from tests.conftest import cli_env, wait_until
+from tests.conftest import cli_env, json_lines, wait_until
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -58,14 +58,8 @@ class McpHttpProcess:
             self.lines.append(line)
 
     def events(self) -> list[dict[str, Any]]:
-        out = []
-        for line in list(self.lines):
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        """The JSON log lines the server wrote so far."""
+        return json_lines(list(self.lines))
 
     @property
     def auth(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aivault.home import Home
-from tests.conftest import cli_env, wait_until
+from tests.conftest import cli_env, json_lines, wait_until
 
 NOBODY = 65534
 
@@ -66,14 +66,7 @@ class WebProcess:
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON log lines the server wrote so far."""
-        out = []
-        for line in list(self.lines):
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        return json_lines(list(self.lines))
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                 *, signed_in: bool = True) -> tuple[int, dict[str, str], Any]:
