@@ -12,12 +12,13 @@ from pathlib import Path
 import duckdb
 
 from aivault import log
-from aivault.errors import IndexLocked
+from aivault.errors import IndexLocked, IndexWriteFailed
 from aivault.home import Home
 from aivault.indexer import integrity, sql_maint
 from aivault.indexer.store import (
     UNREADABLE,
     Meta,
+    classify_write_error,
     connect,
     damaged,
     migrate_from,
@@ -71,6 +72,11 @@ def _open_read_write(home: Home, *, reindex: bool) -> tuple[duckdb.DuckDBPyConne
             meta = reindex_if_stale(con, meta)
     except UNREADABLE as exc:
         con.close()
+        # The opening writes (the WAL into the file, an unfinished commit's removal, the indexes
+        # rebuilt): a full disk refusing them is not damage, and `aivault clear` is not its cure.
+        failure = classify_write_error(exc, home)
+        if failure.disk_full:
+            raise IndexWriteFailed(failure.checkpoint_summary()) from exc
         raise damaged(home.db_path, exc) from exc
     return con, meta
 

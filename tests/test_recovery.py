@@ -176,3 +176,31 @@ def test_a_daemon_on_a_full_disk_is_degraded_and_resumes_when_space_returns(home
         assert wait_until(lambda: d.status()["phase"] == "current", timeout=60)
     finally:
         d.stop()
+
+
+# A writer that commits rows into the WAL and dies: the next writer must write them into the file.
+_DIE_WITH_A_BIG_WAL = """
+import os, sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE crash_pad AS SELECT range AS n, repeat('x', 40) AS pad FROM range(300000)")
+os._exit(0)
+"""
+
+
+def test_a_full_disk_when_a_writer_opens_a_crashed_index_says_disk_full_not_damaged(
+        home: Home, roots: dict[str, Path]) -> None:
+    """A writer opening a file its last writer left with a WAL checkpoints it first; when the disk refuses that,
+    the message is "disk full" with what to do, never "damaged … aivault clear"; with space it opens."""
+    ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("the first small session about ibex")
+    assert _index(home, roots).returncode == 0
+    subprocess.run([sys.executable, "-c", _DIE_WITH_A_BIG_WAL, str(home.db_path)], check=True, timeout=60)
+    assert Path(str(home.db_path) + ".wal").exists()
+    limit = home.db_path.stat().st_size
+    out = _index(home, roots, prefix=[*_fsize_limit(), f"--fsize={limit}"])
+    assert out.returncode != 0, out.stdout
+    assert "disk full" in out.stderr and "Free some space" in out.stderr, out.stderr
+    assert "damaged" not in out.stderr and "aivault clear" not in out.stderr, out.stderr
+    again = _index(home, roots)
+    assert again.returncode == 0, again.stderr
+    assert len(json.loads(run_cli(home.path, "search", "ibex", "--json", check=True).stdout)["hits"]) == 1
+
