@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -242,6 +243,32 @@ def json_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return events
+
+
+class StderrLog:
+    """A child's stderr read on a thread for its whole life (a full pipe would stop it mid-line)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._drain = threading.Thread(target=self._read, daemon=True)
+        self._drain.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def join(self, timeout: float) -> None:
+        """Wait for the end of the child's stderr (after it exited)."""
+        self._drain.join(timeout)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON log lines the child wrote so far."""
+        return json_lines(list(self.lines))
 
 
 def log_events(path: Path) -> list[dict[str, Any]]:

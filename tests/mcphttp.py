@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from aivault.home import Home
 from aivault.mcp.tools import SESSION_ENV
-from tests.conftest import cli_env, json_lines, wait_until
+from tests.conftest import StderrLog, cli_env, wait_until
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -32,11 +31,10 @@ class McpHttpProcess:
             e.pop(name, None)
         self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "mcp", "--http", address], env=e,
                                      stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        # Drained for the process's life (a full pipe would stop the server mid-line); the URL and the token
-        # are looked for in what it printed, for at most a minute.
-        self._drain = threading.Thread(target=self._read_log, daemon=True)
-        self._drain.start()
+        # Drained for the process's life; the URL and the token are looked for in what it printed, for at
+        # most a minute.
+        self.log = StderrLog(self.proc)
+        self.lines = self.log.lines
         found: dict[str, str] = {}
 
         def printed() -> bool:
@@ -52,14 +50,9 @@ class McpHttpProcess:
             raise AssertionError(f"aivault mcp --http printed no URL and token: {''.join(self.lines)[-2000:]}")
         self.url, self.token = found["url"], found["token"]
 
-    def _read_log(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
     def events(self) -> list[dict[str, Any]]:
         """The JSON log lines the server wrote so far."""
-        return json_lines(list(self.lines))
+        return self.log.events()
 
     @property
     def auth(self) -> dict[str, str]:
@@ -85,4 +78,4 @@ class McpHttpProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        self._drain.join(10)
+        self.log.join(10)

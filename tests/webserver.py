@@ -14,14 +14,13 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from aivault.home import Home
-from tests.conftest import cli_env, json_lines, wait_until
+from tests.conftest import StderrLog, cli_env, wait_until
 
 NOBODY = 65534
 
@@ -37,11 +36,9 @@ class WebProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "web", "--port", "0", *args],
                                      env=cli_env(home.path, AIVAULT_LOG_LEVEL="info", **(env or {})),
                                      stderr=subprocess.PIPE, text=True, preexec_fn=limit if nofile else None)
-        # Drained for the process's life (a full pipe would stop the server mid-line); the URL is looked for in
-        # what it printed, for at most a minute.
-        self.lines: list[str] = []
-        self._drain = threading.Thread(target=self._read_log, daemon=True)
-        self._drain.start()
+        # Drained for the process's life; the URL is looked for in what it printed, for at most a minute.
+        self.log = StderrLog(self.proc)
+        self.lines = self.log.lines
         pattern = re.compile(r"serving (http://(127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+))\n")
         if not wait_until(lambda: pattern.search("".join(self.lines)) is not None or self.proc.poll() is not None,
                           timeout=60) or (m := pattern.search("".join(self.lines))) is None:
@@ -59,14 +56,9 @@ class WebProcess:
         assert status == 200, status
         return headers["set-cookie"].split(";")[0]
 
-    def _read_log(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
     def events(self) -> list[dict[str, Any]]:
         """The JSON log lines the server wrote so far."""
-        return json_lines(list(self.lines))
+        return self.log.events()
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                 *, signed_in: bool = True) -> tuple[int, dict[str, str], Any]:
@@ -120,7 +112,7 @@ class WebProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        self._drain.join(10)
+        self.log.join(10)
 
 
 def as_nobody(code: str, *args: str) -> Any:
