@@ -262,9 +262,15 @@ class StderrLog:
     def text(self) -> str:
         return "".join(self.lines)
 
-    def join(self, timeout: float) -> None:
-        """Wait for the end of the child's stderr (after it exited)."""
-        self._drain.join(timeout)
+    def stop(self) -> None:
+        """End the child (SIGTERM, then SIGKILL after 10 s) and read the rest of its stderr."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._drain.join(10)
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON log lines the child wrote so far."""

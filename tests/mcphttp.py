@@ -72,10 +72,4 @@ class McpHttpProcess:
         return httpx.post(self.url, headers=hdrs, content=json.dumps(body).encode(), timeout=30)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.log.join(10)
+        self.log.stop()

@@ -106,13 +106,7 @@ class WebProcess:
         return value
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.log.join(10)
+        self.log.stop()
 
 
 def as_nobody(code: str, *args: str) -> Any:
