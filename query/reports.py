@@ -63,20 +63,26 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         row = one(cur, q.COUNT_SESSIONS)
         skipped: dict[str, dict[str, int]] = {}
         for agent, malformed, oversized, maps in cur.execute(q.SELECT_SKIPS).fetchall():
-            reasons: dict[str, int] = {}
-            if malformed:
-                reasons["malformed-line"] = int(malformed)
-            if oversized:
-                reasons["line-too-long"] = int(oversized)
-            for text in maps or []:
-                for k, v in json.loads(text).items():
-                    reasons[k] = reasons.get(k, 0) + int(v)
+            reasons = skip_reasons(malformed, oversized, maps)
             if reasons:
                 skipped[str(agent)] = reasons
         repairs = repair_journal(cur)
     finally:
         cur.close()
     return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk, "repairs": repairs}
+
+
+def skip_reasons(malformed: int | None, oversized: int | None, maps: list[str] | None) -> dict[str, int]:
+    """What was left out, by reason: the files' two counted columns and their ``skips`` maps (JSON) summed."""
+    reasons: dict[str, int] = {}
+    if malformed:
+        reasons["malformed-line"] = int(malformed)
+    if oversized:
+        reasons["line-too-long"] = int(oversized)
+    for text in maps or []:
+        for k, v in json.loads(text).items():
+            reasons[k] = reasons.get(k, 0) + int(v)
+    return reasons
 
 
 def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, dict[str, Any]]:
@@ -88,15 +94,8 @@ def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, d
             prefix = path.rstrip("/") + "/"
             row = one(cur, q.SELECT_ROOT_REPORT, [prefix])
             units, sessions, malformed, oversized, maps = row if row else (0, 0, 0, 0, [])
-            skipped: dict[str, int] = {}
-            if malformed:
-                skipped["malformed-line"] = int(malformed)
-            if oversized:
-                skipped["line-too-long"] = int(oversized)
-            for text in maps or []:
-                for k, v in json.loads(text).items():
-                    skipped[k] = skipped.get(k, 0) + int(v)
-            out[path] = {"units": int(units or 0), "sessions": int(sessions or 0), "skipped": skipped}
+            out[path] = {"units": int(units or 0), "sessions": int(sessions or 0),
+                         "skipped": skip_reasons(malformed, oversized, maps)}
     finally:
         cur.close()
     return out
