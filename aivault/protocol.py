@@ -7,7 +7,7 @@ changelog) whenever a frame, method, field or result kind changes.
 # No `from __future__ import annotations` here: with it, every TypedDict field below is a string
 # that typing compiles when the class is made (~90 compile() calls, 2-3 ms of every CLI call).
 from enum import IntEnum
-from typing import Any, Final, NamedTuple, TypedDict
+from typing import Any, Final, Literal, NamedTuple, NotRequired, TypedDict
 
 PROTOCOL_VERSION: Final = 1
 
@@ -90,7 +90,7 @@ class Method(NamedTuple):
     def needs_daemon_message(self) -> str:
         return f"{self.name} needs a running daemon (`aivault serve`); {self.without_daemon}"
 
-    def old_peer_answer(self) -> dict[str, Any] | None:
+    def old_peer_answer(self) -> "Unavailable | Status | None":
         """The answer an older peer's method-not-found stands for; None: the error stands."""
         if self.old_peer == "no-service":
             return unavailable("no-service")
@@ -151,31 +151,212 @@ UNAVAILABLE_REASONS: Final = ("disabled", "not-ready", "no-service")
 # A search page holds 1..SEARCH_MAX_LIMIT sessions (docs/contract.md §2.1, `limit`: a value outside is clamped).
 # Here so that the CLI can say so without importing the query layer.
 SEARCH_MAX_LIMIT: Final = 100
-# aiVault.searchStatus when no service is registered (docs/contract.md §4): "no service", not "an empty,
-# current index". Never changed: status_sentinel() hands out copies.
-STATUS_SENTINEL: Final[dict[str, Any]] = {
-    "enabled": False,
-    "phase": "idle",
-    "filesIndexed": 0,
-    "filesDue": 0,
-    "filesFailed": 0,
-    "degradedRoots": [],
-    "lastReconcileAt": None,
-    "lastSweepCompletedAt": None,
-    "generation": 0,
-}
 
 
-# The contract's result values that are not answers from an index, written here only (docs/contract.md §2.2, §4).
-def unavailable(reason: str) -> dict[str, Any]:
+# --- the contract's values (docs/contract.md §2-§4, docs/protocol.md §3) ----------------------------------
+# Typed records of what the endpoints answer. At run time each is a plain dict (a TypedDict), so what is
+# encoded is exactly what was before; the fields are written in the order the wire has always had them,
+# and the constructors below are the only places the non-index answers are written.
+class Evidence(TypedDict):
+    snippet: str
+    role: str  # Role.wire
+    timestamp: int | None
+
+
+class Hit(TypedDict):
+    agent: str
+    sessionId: str
+    title: str | None
+    cwd: str | None
+    branch: str | None
+    updatedAt: int | None
+    messageCount: int
+    score: float
+    source: str  # "present" | "unverifiable"
+    evidence: Evidence | None
+    resumeCommand: str | None
+
+
+class Page(TypedDict):
+    cursor: str | None
+    hasMore: bool
+
+
+class Truncated(TypedDict):
+    candidates: bool
+    snippets: int
+    query: bool
+    freshness: bool
+
+
+class Results(TypedDict):
+    kind: Literal["results"]
+    hits: list[Hit]
+    page: Page
+    generation: int
+    truncated: Truncated
+    durationMs: float
+    debug: NotRequired[dict[str, Any]]  # asked with ``debug: true``
+
+
+class Unavailable(TypedDict):
+    kind: Literal["unavailable"]
+    reason: str  # one of UNAVAILABLE_REASONS
+
+
+class StaleCursor(TypedDict):
+    kind: Literal["stale-cursor"]
+    generation: int  # the index's generation now
+    expectedGeneration: int  # the cursor's
+
+
+class MalformedCursor(TypedDict):
+    kind: Literal["malformed-cursor"]
+
+
+# What aiVault.searchSessions answers: one of the four result kinds (an error reply is not a result).
+SearchResult = Results | Unavailable | StaleCursor | MalformedCursor
+
+
+class DegradedRoot(TypedDict):
+    root: str
+    reason: str
+
+
+class Status(TypedDict):
+    enabled: bool
+    phase: str  # one of STATUS_PHASES
+    filesIndexed: int
+    filesDue: int
+    filesFailed: int
+    degradedRoots: list[DegradedRoot]
+    lastReconcileAt: int | None
+    lastSweepCompletedAt: int | None
+    generation: int
+
+
+STATUS_PHASES: Final = ("idle", "indexing", "current", "degraded", "closed")
+
+
+class SessionInfo(TypedDict):
+    agent: str
+    sessionId: str
+    title: str | None
+    cwd: str | None
+    branch: str | None
+    updatedAt: int | None
+    messageCount: int
+    resumeCommand: str | None
+    source: str  # "present" | "unverifiable"
+
+
+class Message(TypedDict):
+    position: int
+    role: str  # Role.wire
+    kind: str  # Kind.wire
+    timestamp: int | None
+    text: str
+    truncated: bool
+    chars: int
+
+
+class ReadResult(TypedDict):
+    """aiVault.readSession's answer: a window of one session's messages (docs/protocol.md §3)."""
+
+    session: SessionInfo
+    messages: list[Message]
+    anchor: int | None
+    total: int
+    before: int | None
+    after: int | None
+    generation: int
+
+
+def results(hits: list[Hit], *, cursor: str | None, has_more: bool, generation: int, truncated: Truncated,
+            duration_ms: float) -> Results:
+    """``{kind: "results", ...}``: a page of hits from an index (docs/contract.md §2.2)."""
+    return Results(kind="results", hits=hits, page=Page(cursor=cursor, hasMore=has_more), generation=generation,
+                   truncated=truncated, durationMs=duration_ms)
+
+
+def unavailable(reason: str) -> Unavailable:
     """``{kind: "unavailable", reason}``: no search here now; ``reason`` is one of UNAVAILABLE_REASONS."""
     assert reason in UNAVAILABLE_REASONS, reason
-    return {"kind": "unavailable", "reason": reason}
+    return Unavailable(kind="unavailable", reason=reason)
 
 
-def status_sentinel() -> dict[str, Any]:
-    """aiVault.searchStatus where no service answers: a fresh copy of STATUS_SENTINEL, the caller's to change."""
-    return dict(STATUS_SENTINEL)
+def stale_cursor(generation: int, expected: int) -> StaleCursor:
+    """``{kind: "stale-cursor", generation, expectedGeneration}``: the index moved since the cursor was made."""
+    return StaleCursor(kind="stale-cursor", generation=generation, expectedGeneration=expected)
+
+
+def malformed_cursor() -> MalformedCursor:
+    """``{kind: "malformed-cursor"}``: the cursor is not one this index made for this query."""
+    return MalformedCursor(kind="malformed-cursor")
+
+
+def status(*, enabled: bool, phase: str, files_indexed: int = 0, files_due: int = 0, files_failed: int = 0,
+           degraded_roots: list[DegradedRoot] | None = None, last_reconcile_at: int | None = None,
+           last_sweep_completed_at: int | None = None, generation: int = 0) -> Status:
+    """aiVault.searchStatus's answer (docs/contract.md §4): every service's status is built here."""
+    assert phase in STATUS_PHASES, phase
+    return Status(enabled=enabled, phase=phase, filesIndexed=files_indexed, filesDue=files_due,
+                  filesFailed=files_failed, degradedRoots=degraded_roots if degraded_roots is not None else [],
+                  lastReconcileAt=last_reconcile_at, lastSweepCompletedAt=last_sweep_completed_at,
+                  generation=generation)
+
+
+def status_sentinel() -> Status:
+    """aiVault.searchStatus where no service is registered (docs/contract.md §4): "no service", not "an empty,
+    current index". A new value each call, the caller's to change."""
+    return status(enabled=False, phase="idle")
+
+
+# The sentinel as a value to compare with (tests, clients); never changed: status_sentinel() makes copies.
+STATUS_SENTINEL: Final[Status] = status_sentinel()
+
+
+class SearchParams(TypedDict, total=False):
+    """aiVault.searchSessions's request (docs/contract.md §2.1)."""
+
+    query: str
+    limit: int
+    filters: dict[str, Any]
+    scope: str
+    cursor: str
+    freshness: str
+    debug: bool
+
+
+def search_request(query: str, *, limit: int | None = None, agents: list[str] | None = None,
+                   scope_paths: list[str] | None = None, since: str | None = None, sort: str | None = None,
+                   scope: str | None = None, cursor: str | None = None, fresh: bool = False,
+                   debug: bool = False) -> SearchParams:
+    """The one builder of a search request, for the CLI, the web page and the MCP server: what is not
+    given is left out (the host's defaults apply); ``filters`` is always sent."""
+    filters: dict[str, Any] = {}
+    if agents:
+        filters["agents"] = agents
+    if scope_paths:
+        filters["scopePaths"] = scope_paths
+    if since:
+        filters["since"] = since
+    if sort:
+        filters["sort"] = sort
+    req = SearchParams(query=query)
+    if limit is not None:
+        req["limit"] = limit
+    req["filters"] = filters
+    if scope:
+        req["scope"] = scope
+    if cursor:
+        req["cursor"] = cursor
+    if fresh:
+        req["freshness"] = "wait-until-current"
+    if debug:
+        req["debug"] = True
+    return req
+
 
 # Error codes carried in an error reply (JSON-RPC numbering so old peers map cleanly).
 ERR_PARSE: Final = -32700  # the frames could not be decoded

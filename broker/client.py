@@ -49,9 +49,10 @@ from aivault.protocol import (
 )
 
 if TYPE_CHECKING:  # the thin client imports none of these: direct mode and remote hosts load them when used
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from aivault.broker.remote.connections import HostConnections
+    from aivault.protocol import ReadResult, SearchResult, Status, Unavailable
     from aivault.vault.readonly import DirectService, MissingIndexService
 
 
@@ -283,7 +284,7 @@ class Connection:
 
         return self._remote().call(parse_host(host), method, params)
 
-    def search(self, request: dict[str, Any], host: str | None = None) -> dict[str, Any]:
+    def search(self, request: Mapping[str, Any], host: str | None = None) -> dict[str, Any]:
         value: dict[str, Any] = self.call(METHOD_SEARCH, request, host)
         return value
 
@@ -366,17 +367,17 @@ class _DirectIndex:
         return self.service
 
     # The endpoint table's Answers and RootReporter.
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> SearchResult:
         from aivault.vault.endpoints import ServiceAnswers
 
         return ServiceAnswers(self.opened()).search(params)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         from aivault.vault.endpoints import ServiceAnswers
 
         return ServiceAnswers(self.opened()).status()
 
-    def read(self, params: Any) -> dict[str, Any]:
+    def read(self, params: Any) -> ReadResult | Unavailable:
         from aivault.vault.endpoints import ServiceAnswers
 
         return ServiceAnswers(self.opened()).read(params)

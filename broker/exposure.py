@@ -10,6 +10,7 @@ content — except that a missing Codex home is omitted from the resume command'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -33,14 +34,14 @@ class Caller:
 LOCAL_CALLER: Final = Caller("desktop-ipc")
 
 
-def redact_status(status: dict[str, Any], transport: Transport) -> dict[str, Any]:
+def redact_status(status: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
     if transport in FULL_DIAGNOSTICS:
-        return status
+        return dict(status)
     return {**status, "degradedRoots": [{"root": r.get("root"), "reason": UNVERIFIED_ROOT}
                                         for r in status.get("degradedRoots") or []]}
 
 
-def redact_for_transport(hit: dict[str, Any], transport: Transport) -> dict[str, Any]:
+def redact_for_transport(hit: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
     """The hit as a client on ``transport`` may see it (applied by senders and receivers alike)."""
     out = dict(hit)
     cmd = out.get("resumeCommand")
@@ -50,17 +51,17 @@ def redact_for_transport(hit: dict[str, Any], transport: Transport) -> dict[str,
     return out
 
 
-def redact_search(result: dict[str, Any], transport: Transport) -> dict[str, Any]:
+def redact_search(result: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
     """A search result with each hit as ``transport`` may see it (other kinds carry no hits)."""
     hits = result.get("hits")
     if transport in FULL_DIAGNOSTICS or not isinstance(hits, list):
-        return result
+        return dict(result)
     return {**result, "hits": [redact_for_transport(h, transport) if isinstance(h, dict) else h for h in hits]}
 
 
-def redact_read(result: dict[str, Any], transport: Transport) -> dict[str, Any]:
+def redact_read(result: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
     """A readSession result with its session record as ``transport`` may see it (the resume command)."""
     session = result.get("session")
     if transport in FULL_DIAGNOSTICS or not isinstance(session, dict):
-        return result
+        return dict(result)
     return {**result, "session": redact_for_transport(session, transport)}

@@ -31,7 +31,7 @@ from aivault.errors import MalformedCursor
 from aivault.indexer.segments import SegmentLock
 from aivault.indexer.store import WriteFence
 from aivault.priority import SearchGate
-from aivault.protocol import unavailable
+from aivault.protocol import SearchResult, Truncated, malformed_cursor, results, stale_cursor, unavailable
 from aivault.query import hits, planner, sql
 from aivault.query.bm25 import filter_clause
 from aivault.query.cursor import Position, mint, open_cursor, query_key
@@ -239,7 +239,7 @@ class Engine:
         return self.vectors is not None and self.vectors.ready()
 
     def search(self, req: SearchRequest, *, freshness_truncated: bool = False,
-               force_route: str | None = None) -> dict[str, Any]:
+               force_route: str | None = None) -> SearchResult:
         """One page of results. ``force_route`` ("lexical", "vector", "hybrid") overrides the
         planner's choice between the lexical routes and the semantic ones (benchmarks, tests)."""
         if force_route in ("vector", "hybrid") and not self.semantic_ready():
@@ -250,9 +250,9 @@ class Engine:
             try:
                 pos = open_cursor(self._key, req.cursor)
             except MalformedCursor:
-                return {"kind": "malformed-cursor"}
+                return malformed_cursor()
             if pos.query_key != qk:
-                return {"kind": "malformed-cursor"}
+                return malformed_cursor()
         self.activity.begins()
         try:
             if self.on_search is not None:
@@ -262,7 +262,7 @@ class Engine:
             self.activity.ends()
 
     def _search(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
-                force_route: str | None) -> dict[str, Any]:
+                force_route: str | None) -> SearchResult:
         # Decided before the clock starts: in a read-only process the first semantic query loads
         # the vector sidecar and the model, which is set-up, not search time (durationMs).
         family = force_route or ("hybrid" if prefers_semantic(req.text) and query_terms(req.text)
@@ -273,7 +273,7 @@ class Engine:
             return self._page(req, pos, qk, freshness_truncated, family, reuse=False)
 
     def _page(self, req: SearchRequest, pos: Position | None, qk: bytes, freshness_truncated: bool,
-              family: str, *, reuse: bool) -> dict[str, Any]:
+              family: str, *, reuse: bool) -> SearchResult:
         with self._read(reuse) as r:
             t0 = time.perf_counter()
             snap = self._snapshot(r)
@@ -282,7 +282,7 @@ class Engine:
                 self._refuse_tokenizer(snap.tokenizer)
                 return unavailable("not-ready")
             if pos is not None and (pos.identity != snap.identity or pos.generation != snap.generation):
-                return {"kind": "stale-cursor", "generation": snap.generation, "expectedGeneration": pos.generation}
+                return stale_cursor(snap.generation, pos.generation)
             offset = pos.offset if pos else 0
             fused: list[Fused] = []
             if family == "lexical":
@@ -300,17 +300,12 @@ class Engine:
         if self._committed is not None:
             now = self._committed()
             if now is not None and now != snap.generation:
-                return {"kind": "stale-cursor", "generation": now, "expectedGeneration": snap.generation}
+                return stale_cursor(now, snap.generation)
         cursor = mint(self._key, Position(qk, snap.generation, snap.identity, offset + len(rows))) if has_more else None
-        result: dict[str, Any] = {
-            "kind": "results",
-            "hits": page_hits,
-            "page": {"cursor": cursor, "hasMore": has_more},
-            "generation": snap.generation,
-            "truncated": {"candidates": plan.capped, "snippets": cut, "query": req.query_truncated,
-                          "freshness": freshness_truncated},
-            "durationMs": round(duration, 3),
-        }
+        result = results(page_hits, cursor=cursor, has_more=has_more, generation=snap.generation,
+                         truncated=Truncated(candidates=plan.capped, snippets=cut, query=req.query_truncated,
+                                             freshness=freshness_truncated),
+                         duration_ms=round(duration, 3))
         if req.debug:
             report: dict[str, Any] = {"route": plan.route, "scope": req.scope}
             dbg: dict[str, Any] = {"route": plan.route}

@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from aivault.protocol import Role
+from aivault.protocol import Evidence, Hit, Role
 from aivault.query import sql
 from aivault.query.bm25 import evidence_rows
 from aivault.query.hybrid import CUT_REPORTED, Fused, trace_entry
@@ -17,7 +17,7 @@ from aivault.query.snippets import Matcher, make_snippet
 
 
 def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
-             rows: list[Row], postings: Any = None) -> tuple[list[dict[str, Any]], int]:
+             rows: list[Row], postings: Any = None) -> tuple[list[Hit], int]:
     """The hits of ``rows`` in their order, and how many snippets were cut.
 
     A session deleted since it was ranked has no metadata row and is left out, rather than
@@ -39,31 +39,21 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
     if missing:
         chunks.update((int(r[0]), r) for r in evidence_rows(cur, postings, missing))
     terms = Matcher(set(plan.terms))
-    hits: list[dict[str, Any]] = []
+    hits: list[Hit] = []
     cut = 0
     for sess, score, chunk in rows:
         m = meta.get(sess)
         if m is None:
             continue
-        evidence: dict[str, Any] | None = None
+        evidence: Evidence | None = None
         c = chunks.get(chunk) if chunk is not None else None
         if c is not None:
             snip = make_snippet(c[3], terms)
             cut += 1 if snip.cut else 0
-            evidence = {"snippet": snip.text, "role": Role(int(c[1])).wire, "timestamp": c[2]}
-        hits.append({
-            "agent": m[1],
-            "sessionId": m[2],
-            "title": m[3],
-            "cwd": m[4],
-            "branch": m[5],
-            "updatedAt": m[6],
-            "messageCount": int(m[7]),
-            "score": score,
-            "source": "present" if m[9] else "unverifiable",
-            "evidence": evidence,
-            "resumeCommand": m[8],
-        })
+            evidence = Evidence(snippet=snip.text, role=Role(int(c[1])).wire, timestamp=c[2])
+        hits.append(Hit(agent=m[1], sessionId=m[2], title=m[3], cwd=m[4], branch=m[5], updatedAt=m[6],
+                        messageCount=int(m[7]), score=score, source="present" if m[9] else "unverifiable",
+                        evidence=evidence, resumeCommand=m[8]))
     return hits, cut
 
 

@@ -17,6 +17,7 @@ import duckdb
 from aivault.home import Home
 from aivault.indexer.duck import one
 from aivault.indexer.store import UNREADABLE, damaged
+from aivault.protocol import DegradedRoot
 from aivault.query import sql as q
 
 
@@ -31,9 +32,9 @@ def reading(svc: object) -> Iterator[None]:
 
 
 def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
-                   roots: list[str]) -> list[dict[str, str]]:
+                   roots: list[str]) -> list[DegradedRoot]:
     """Root problems as reported, plus unreadable files grouped under the root holding them."""
-    out = [{"root": p["root"], "reason": p["reason"]} for p in problems]
+    out = [DegradedRoot(root=p["root"], reason=p["reason"]) for p in problems]
     by_root: dict[str, list[dict[str, str]]] = {}
     for f in failed:
         root = next((r for r in sorted(roots, key=len, reverse=True) if f["path"].startswith(r.rstrip("/") + "/")),
@@ -42,8 +43,8 @@ def degraded_roots(problems: list[dict[str, str]], failed: list[dict[str, str]],
     for root, files in sorted(by_root.items()):
         first = files[0]
         more = f" (and {len(files) - 1} more)" if len(files) > 1 else ""
-        out.append({"root": root, "reason": f"{len(files)} file(s) could not be read: {first['path']}: "
-                                            f"{first['reason']}{more}"})
+        out.append(DegradedRoot(root=root, reason=f"{len(files)} file(s) could not be read: {first['path']}: "
+                                                  f"{first['reason']}{more}"))
     return out
 
 
@@ -101,15 +102,15 @@ def root_report(con: duckdb.DuckDBPyConnection, roots: list[str]) -> dict[str, d
     return out
 
 
-def silent_roots(census: list[dict[str, Any]], report: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+def silent_roots(census: list[dict[str, Any]], report: dict[str, dict[str, Any]]) -> list[DegradedRoot]:
     """Degraded-root entries for roots that hold transcript-shaped files but no session with a
     message: the parser or the discovery does not understand what is there."""
-    out = []
+    out: list[DegradedRoot] = []
     for c in census:
         shaped = int(c.get("shaped") or 0)
         indexed = report.get(str(c.get("root")), {}).get("sessions", 0)
         if shaped > 0 and indexed == 0:
-            out.append({"root": str(c["root"]),
+            out.append({"root": str(c["root"]),  # a DegradedRoot
                         "reason": f"holds {shaped} file(s) that look like {c.get('agent')} transcripts but no session "
                                   f"was indexed from them (expected: {c.get('expects') or 'its transcripts'}); "
                                   "run `aivault doctor` for details"})

@@ -23,7 +23,17 @@ import duckdb
 
 from aivault.errors import InvalidParams, SessionNotFound
 from aivault.indexer.duck import one
-from aivault.protocol import AGENT_NAMES, CONVERSATION_ROLES, Kind, Role, unavailable
+from aivault.protocol import (
+    AGENT_NAMES,
+    CONVERSATION_ROLES,
+    Kind,
+    Message,
+    ReadResult,
+    Role,
+    SessionInfo,
+    Unavailable,
+    unavailable,
+)
 from aivault.query import sql
 from aivault.query.reports import reading
 from aivault.query.request import SCOPES, cut_query
@@ -118,7 +128,7 @@ def _window(positions: list[int], req: ReadRequest, anchor: int | None) -> list[
     return positions[lo : lo + n]
 
 
-def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
+def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
     """The answer, read in one snapshot of ``cur``'s database."""
     cur.execute(sql.BEGIN_READ)
     try:
@@ -127,7 +137,7 @@ def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str,
         cur.execute(sql.END_READ)
 
 
-def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
+def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
     gen = one(cur, sql.SELECT_GENERATION)
     rows = cur.execute(sql.SELECT_SESSION_BY_ID.format(agent=sql.SESSION_AGENT if req.agent else ""),
                        [req.session_id, *([req.agent] if req.agent else [])]).fetchall()
@@ -144,11 +154,11 @@ def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
     sess = int(m[0])
     scope = _scope_clause(req.scope)
     positions = [int(r[0]) for r in cur.execute(sql.SELECT_POSITIONS.format(scope=scope), [sess]).fetchall()]
-    session = {"agent": m[1], "sessionId": m[2], "title": m[3], "cwd": m[4], "branch": m[5], "updatedAt": m[6],
-               "messageCount": int(m[7]), "resumeCommand": m[8], "source": "present" if m[9] else "unverifiable"}
+    session = SessionInfo(agent=m[1], sessionId=m[2], title=m[3], cwd=m[4], branch=m[5], updatedAt=m[6],
+                          messageCount=int(m[7]), resumeCommand=m[8], source="present" if m[9] else "unverifiable")
     anchor = _anchor(cur, sess, scope, req)
-    base: dict[str, Any] = {"session": session, "messages": [], "anchor": anchor, "total": len(positions),
-                            "before": None, "after": None, "generation": int(gen[0]) if gen else 0}
+    base = ReadResult(session=session, messages=[], anchor=anchor, total=len(positions), before=None, after=None,
+                      generation=int(gen[0]) if gen else 0)
     if not positions:
         return base
     page = _window(positions, req, anchor)
@@ -157,17 +167,18 @@ def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> dict[str, Any]:
     limit = req.max_chars + 1
     got = cur.execute(sql.SELECT_MESSAGES.format(positions=", ".join(str(p) for p in page), scope=scope),
                       [limit, sess]).fetchall()
-    messages = []
+    messages: list[Message] = []
     for ord_, role, kind, ts, text, chars in got:
         body = str(text or "")
         cut = len(body) > req.max_chars
-        messages.append({"position": int(ord_), "role": Role(int(role)).wire, "kind": Kind(int(kind)).wire,
-                         "timestamp": ts, "text": body[: req.max_chars], "truncated": cut, "chars": int(chars or 0)})
+        messages.append(Message(position=int(ord_), role=Role(int(role)).wire, kind=Kind(int(kind)).wire, timestamp=ts,
+                                text=body[: req.max_chars], truncated=cut, chars=int(chars or 0)))
     first, last = page[0], page[-1]
     earlier = [p for p in positions if p < first]
     later = [p for p in positions if p > last]
-    return {**base, "messages": messages, "before": earlier[-1] if earlier else None,
-            "after": later[0] if later else None}
+    return ReadResult(session=session, messages=messages, anchor=anchor, total=len(positions),
+                      before=earlier[-1] if earlier else None, after=later[0] if later else None,
+                      generation=base["generation"])
 
 
 def _anchor(cur: duckdb.DuckDBPyConnection, sess: int, scope: str, req: ReadRequest) -> int | None:
@@ -186,10 +197,10 @@ def _anchor(cur: duckdb.DuckDBPyConnection, sess: int, scope: str, req: ReadRequ
 class SessionReader(Protocol):
     """A service that can answer aiVault.readSession (the daemon's, direct mode's)."""
 
-    def read_session(self, req: ReadRequest) -> dict[str, Any]: ...
+    def read_session(self, req: ReadRequest) -> ReadResult | Unavailable: ...
 
 
-def read_session(service: object, params: Any) -> dict[str, Any]:
+def read_session(service: object, params: Any) -> ReadResult | Unavailable:
     """The aiVault.readSession endpoint: the request is parsed first (a bad one is an error whatever
     the service), then answered by the service, or ``unavailable/no-service`` when it cannot read."""
     req = parse_read_request(params)

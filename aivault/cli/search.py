@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, absolute, add_host
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS
+from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, search_request
 from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
 
 if TYPE_CHECKING:  # the client and the renderer are imported by the commands, not for parsing (cli/__init__.py)
@@ -76,26 +76,13 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
     from aivault.broker.client import Connection
     from aivault.render import print_debug, print_results
 
-    filters: dict[str, Any] = {}
-    if args.agent:
-        filters["agents"] = _check_agents(args.agent)
-    if args.path:
-        filters["scopePaths"] = [absolute(p) for p in args.path]
-    if args.since:
-        filters["since"] = args.since
-    if args.sort:
-        filters["sort"] = args.sort
-    request: dict[str, Any] = {"query": args.query, "limit": args.limit, "filters": filters}
-    if args.scope:
-        request["scope"] = args.scope
-    if args.cursor:
-        request["cursor"] = args.cursor
-    if args.fresh:
-        request["freshness"] = "wait-until-current"
-    if args.debug or not args.json:
-        # Human output always asks for the trace: it is how a hit found by meaning alone is marked
-        # (the contract's hits carry no route). --json stays the contract's object as asked.
-        request["debug"] = True
+    # Human output always asks for the trace (debug): it is how a hit found by meaning alone is marked
+    # (the contract's hits carry no route). --json stays the contract's object as asked.
+    request = search_request(args.query, limit=args.limit,
+                             agents=_check_agents(args.agent) if args.agent else None,
+                             scope_paths=[absolute(p) for p in args.path] if args.path else None,
+                             since=args.since, sort=args.sort, scope=args.scope, cursor=args.cursor,
+                             fresh=bool(args.fresh), debug=bool(args.debug or not args.json))
     if not args.json:
         _limit_note(args.limit)
     host = _host(args)

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +28,7 @@ from aivault.broker.asker import Asker
 from aivault.broker.exposure import Transport, redact_for_transport, redact_status
 from aivault.errors import AivaultError, IndexingDisabled, NeedsDaemon, clip
 from aivault.mcp.args import Arg, Parsed, input_schema, parse_args
-from aivault.protocol import AGENT_NAMES, METHOD_READ, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS
+from aivault.protocol import AGENT_NAMES, METHOD_READ, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS, search_request
 from aivault.query.request import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 
 DEFAULT_MAX_CHARS = 4000
@@ -207,18 +207,10 @@ class Tools:
     def search(self, args: Parsed) -> str:
         a = args.values
         asker = self.asker_for(a.get("host"))
-        filters: dict[str, Any] = {}
-        if a.get("agents"):
-            filters["agents"] = a["agents"]
-        if a.get("path"):
-            filters["scopePaths"] = [os.path.abspath(os.path.expanduser(a["path"]))]
-        if a.get("since"):
-            filters["since"] = a["since"]
-        if a.get("sort"):
-            filters["sort"] = a["sort"]
-        request: dict[str, Any] = {"query": a["query"], "filters": filters}
-        if a.get("cursor"):
-            request["cursor"] = a["cursor"]
+        path = a.get("path")
+        request = search_request(a["query"], agents=a.get("agents"), since=a.get("since"), sort=a.get("sort"),
+                                 scope_paths=[os.path.abspath(os.path.expanduser(path))] if path else None,
+                                 cursor=a.get("cursor"))
         live = None if a.get("include_live") else self._live_session(asker)
         budget = int(a["max_chars"])
         limit = int(a["limit"])
@@ -237,7 +229,7 @@ class Tools:
             limit = shown + left_out  # ask for exactly what fits, so the cursor follows the last hit shown
         return text
 
-    def _search_once(self, asker: Asker, request: dict[str, Any]) -> dict[str, Any]:
+    def _search_once(self, asker: Asker, request: Mapping[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = asker.call(METHOD_SEARCH, request)
         kind = result.get("kind")
         if kind == "results":
@@ -300,7 +292,7 @@ class Tools:
         if not asker.is_local or not cwd:
             return None
         try:
-            result = asker.call(METHOD_SEARCH, {"query": f'path:"{cwd}"', "limit": 5, "filters": {"sort": "newest"}})
+            result = asker.call(METHOD_SEARCH, search_request(f'path:"{cwd}"', limit=5, sort="newest"))
         except AivaultError:
             return None  # the search itself will report what is wrong
         now_ms = self.clock() * 1000

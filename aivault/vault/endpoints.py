@@ -12,40 +12,40 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from aivault.protocol import status_sentinel, unavailable
+from aivault.protocol import ReadResult, SearchResult, Status, Unavailable, status_sentinel, unavailable
 from aivault.query.reports import reading
 from aivault.query.request import parse_request
 from aivault.query.transcript import read_session
 
 
 class SessionSearchService(Protocol):
-    def search(self, params: Any) -> dict[str, Any]: ...
+    def search(self, params: Any) -> SearchResult: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> Status: ...
 
 
 class NullService:
     """No search service here (docs/contract.md §4, §7): search answers ``unavailable/no-service`` and status the
     sentinel. A value, not an absence: every endpoint always has a service to call."""
 
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> SearchResult:
         parse_request(params)  # invalid payloads stay errors even with no service
         return unavailable("no-service")
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         return status_sentinel()
 
 
 NULL_SERVICE: Final = NullService()
 
 
-def search_sessions(service: SessionSearchService, params: Any) -> dict[str, Any]:
+def search_sessions(service: SessionSearchService, params: Any) -> SearchResult:
     """The aiVault.searchSessions endpoint."""
     with reading(service):
         return service.search(params)
 
 
-def search_status(service: SessionSearchService) -> dict[str, Any]:
+def search_status(service: SessionSearchService) -> Status:
     """The aiVault.searchStatus endpoint."""
     with reading(service):
         return service.status()
@@ -57,11 +57,11 @@ class ServiceAnswers:
     def __init__(self, service: SessionSearchService) -> None:
         self.service = service
 
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> SearchResult:
         return search_sessions(self.service, params)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         return search_status(self.service)
 
-    def read(self, params: Any) -> dict[str, Any]:
+    def read(self, params: Any) -> ReadResult | Unavailable:
         return read_session(self.service, params)

@@ -1,18 +1,23 @@
 """The production service of a daemon: the indexer plus the engine over its database.
 
-It owns the index's life cycle (docs/contract.md §8):
+It owns the index's life cycle (docs/contract.md §8) as one state machine over ``LocalService.phase``
+(``Phase`` below; every move is in ``MOVES`` and goes through ``LocalService._move``):
 * consent off -> the indexer is closed, the index copy is kept, searches answer
   ``unavailable/disabled``; consent on again -> a new indexer resumes from the committed state;
 * a retention change -> the same close-and-build flow (files whose sessions expired are read
   again, the sweep applies the new window);
 * ``clear`` -> close everything, delete the database and every sidecar, create a new one with a
-  new identity, and build again only if consent is still given.
+  new identity, and build again only if consent is still given;
+* a reclaim -> the indexer stops while the file is copied, searches go on from the old file;
+* a write DuckDB refused for good (a full disk) -> an outage: the file is reopened every
+  REOPEN_RETRY_S, searched read-only while no writer can open it.
 Searches hold the shared side of a lock whose exclusive side these transitions take.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import shutil
 import threading
@@ -45,7 +50,7 @@ from aivault.indexer.store import (
     now_ms,
     read_meta,
 )
-from aivault.protocol import FRESHNESS_DEADLINE_S, unavailable
+from aivault.protocol import FRESHNESS_DEADLINE_S, ReadResult, SearchResult, Status, Unavailable, status, unavailable
 from aivault.query.engine import Engine
 from aivault.query.reports import degraded_roots, index_counts, root_report, silent_roots
 from aivault.query.request import parse_request
@@ -56,6 +61,43 @@ _log = log.get("service")
 HEALTH_POLL_S = 1.0
 # How often a database DuckDB invalidated (a failed write: disk full) is reopened to try again.
 REOPEN_RETRY_S = 10.0
+
+
+class Phase(enum.Enum):
+    """Where the live service is in the index's life cycle; ``status`` reports each as a contract phase."""
+
+    READY = "ready"  # built, its indexer not started (not yet, or consent was off): "idle"
+    RUNNING = "running"  # the indexer runs: "indexing", "current" or "degraded" from what it observed
+    DISABLED = "disabled"  # consent withdrawn: the indexer closed, the index kept: "closed"
+    RECLAIMING = "reclaiming"  # the indexer stopped while the file is copied; searches read the committed index
+    OUTAGE = "outage"  # a write was refused for good: reopened every REOPEN_RETRY_S until batches commit: "degraded"
+    READ_ONLY = "read-only"  # no writer could open the file: searched read-only, reopen retried: "degraded"
+    STOPPED = "stopped"  # the service stopped (the daemon is closing): "closed"
+
+
+# The moves the life cycle may make; anything else is a bug (IllegalMove).
+MOVES: dict[Phase, frozenset[Phase]] = {
+    # started (consent given), consent withdrawn, a reclaim of the one-shot index, cleared again
+    Phase.READY: frozenset({Phase.RUNNING, Phase.DISABLED, Phase.RECLAIMING, Phase.READY}),
+    # rebuilt (retention, clear), consent withdrawn, a reclaim, a write refused for good, cleared while stopping
+    Phase.RUNNING: frozenset({Phase.RUNNING, Phase.DISABLED, Phase.RECLAIMING, Phase.OUTAGE, Phase.READY}),
+    # consent given again, cleared with consent still off, a write failure noticed after consent went
+    Phase.DISABLED: frozenset({Phase.RUNNING, Phase.READY, Phase.OUTAGE, Phase.RECLAIMING}),
+    # back to where it was or to a new indexer, or no writer could open the swapped file
+    Phase.RECLAIMING: frozenset({Phase.RUNNING, Phase.READY, Phase.DISABLED, Phase.READ_ONLY}),
+    # batches commit again, reopened (still waiting for a batch), no writer opens, consent off, cleared
+    Phase.OUTAGE: frozenset({Phase.RUNNING, Phase.OUTAGE, Phase.READ_ONLY, Phase.DISABLED, Phase.READY}),
+    # a writer opened again, still none, consent off meanwhile, cleared
+    Phase.READ_ONLY: frozenset({Phase.OUTAGE, Phase.READ_ONLY, Phase.DISABLED, Phase.READY, Phase.RUNNING}),
+    Phase.STOPPED: frozenset(),
+}
+for _phase in Phase:  # stopping is allowed from anywhere but a stop
+    if _phase is not Phase.STOPPED:
+        MOVES[_phase] |= {Phase.STOPPED}
+
+
+class IllegalMove(RuntimeError):
+    """A life-cycle move MOVES does not allow: a bug in this module, never a user's doing."""
 
 
 def index_files(home: Home) -> list[Path]:
@@ -109,15 +151,18 @@ class LocalService:
         self.lifecycle = SegmentLock()
         self._transition = threading.Lock()
         self.policy = policy_mod.load(home)
-        # Set while the database cannot be written (see check_health); status is degraded.
+        # The life cycle (Phase, MOVES): changed by _move only, with _transition held.
+        self.phase = Phase.READY
+        # Why the database cannot be written: set exactly in the OUTAGE and READ_ONLY phases.
         self.outage: str | None = None
-        self.read_only = False  # searches go to a read-only handle while no writer can open
         self._next_reopen = 0.0
+        # A retention change made during an outage: the expired files are forgotten at the reopen.
+        self._forget_pending = False
         self._health: threading.Thread | None = None
         self._health_stop = threading.Event()
         # A reclaim (indexer/reclaim.py) stops the indexer while it copies the index: searches are
         # answered from the old file meanwhile, and reconcile requests wait for the next indexer.
-        self._reclaiming = False
+        # Moves into and out of RECLAIMING also hold this gate, which reconcile() reads the phase under.
         self._reclaim_gate = threading.Lock()
         self._deferred: list[tuple[bool, Future[dict[str, Any]]]] = []
         self._reclaim_checked: tuple[object, ...] | None = None
@@ -163,9 +208,27 @@ class LocalService:
         return engine
 
     # --- life cycle ------------------------------------------------------------------------------
-    def start(self) -> None:
-        if self.policy.enabled and not self.indexer.started:
+    def _move(self, to: Phase, why: str) -> None:
+        """The one place the phase changes (with ``_transition`` held); IllegalMove if MOVES has no such move."""
+        if to not in MOVES[self.phase]:
+            raise IllegalMove(f"the index's life cycle cannot go from {self.phase.value} to {to.value} ({why})")
+        if to is not self.phase:
+            _log.info("life cycle", was=self.phase.value, now=to.value, why=why)
+        self.phase = to
+
+    def _run_indexer(self, why: str) -> None:
+        """Start the current indexer if consent is given (RUNNING), else leave it built (READY)."""
+        if self.policy.enabled and not self._health_stop.is_set():
             self.indexer.start()
+            self._move(Phase.RUNNING, why)
+        else:
+            self._move(Phase.READY, why)
+
+    def start(self) -> None:
+        """Start indexing (if consent is given) and the health watch; again after a reclaim left the indexer stopped."""
+        with self._transition:
+            if self.phase is Phase.READY and self.policy.enabled:
+                self._run_indexer("started")
         if self._health is None:
             self._health = threading.Thread(target=self._watch_health, name="index-health", daemon=True)
             self._health.start()
@@ -182,10 +245,11 @@ class LocalService:
         with self._transition, self.lifecycle.exclusive():
             self.indexer.stop()
             self.engine.close()
-            if self.read_only:
+            if self.phase is Phase.READ_ONLY:
                 self.con.close()
             else:
                 close_writer(self.con)
+            self._move(Phase.STOPPED, "service stopped")
 
     # --- a database DuckDB gave up on ------------------------------------------------------------
     def _watch_health(self) -> None:
@@ -202,7 +266,7 @@ class LocalService:
 
     def _prepare_postings(self) -> None:
         """Have the sorted segments' sidecars built before searches need them (query/postings.py)."""
-        if self.read_only or self._reclaiming or self.outage is not None or self.engine.postings is None:
+        if self.phase not in (Phase.READY, Phase.RUNNING, Phase.DISABLED) or self.engine.postings is None:
             return
         try:
             with self.lifecycle.shared():
@@ -220,19 +284,29 @@ class LocalService:
         """
         ix = self.indexer
         failure = ix.write_failure
-        if self.outage is not None and ix.started and not ix.closed and failure is None and ix.batches_ok:
-            _log.info("index writable again: indexing resumed", was=self.outage)
-            self.outage = None
+        if self.phase is Phase.OUTAGE and ix.started and not ix.closed and failure is None and ix.batches_ok:
+            with self._transition:
+                if self.phase is Phase.OUTAGE and self.indexer is ix:
+                    _log.info("index writable again: indexing resumed", was=self.outage)
+                    self.outage = None
+                    self._move(Phase.RUNNING, "batches commit again")
             return
-        if failure is not None and failure.fatal:
-            self.outage = failure.message
-        if self.outage is None or time.monotonic() < self._next_reopen:
+        if failure is not None and failure.fatal and self.phase in (Phase.RUNNING, Phase.OUTAGE, Phase.DISABLED):
+            with self._transition:
+                if self.indexer is ix and self.phase in (Phase.RUNNING, Phase.OUTAGE, Phase.DISABLED):
+                    self.outage = failure.message
+                    self._move(Phase.OUTAGE, "a write was refused")
+        if self.phase not in (Phase.OUTAGE, Phase.READ_ONLY) or time.monotonic() < self._next_reopen:
             return
         self._next_reopen = time.monotonic() + REOPEN_RETRY_S
         self._reopen()
 
     def _reopen(self) -> None:
+        """Close everything and open the file again: a writer (OUTAGE until a batch commits, or DISABLED
+        without consent), else a read-only handle (READ_ONLY)."""
         with self._transition:
+            if self.phase not in (Phase.OUTAGE, Phase.READ_ONLY):
+                return  # cleared or stopped meanwhile
             with self.lifecycle.exclusive():
                 self.indexer.stop()
                 self.engine.close()
@@ -245,20 +319,26 @@ class LocalService:
                                  error=str(exc), retry_in_s=REOPEN_RETRY_S)
                     self.con = connect(self.home.db_path, read_only=True)
                     self.engine = Engine(self.con, self.home.key())
-                    self.read_only = True
+                    self._move(Phase.READ_ONLY, "no writer could open the index")
                     return
-                self.read_only = False
                 self.indexer = self._new_indexer(meta)
+                if self._forget_pending:
+                    self.indexer.writer.forget_expired()
+                    self._forget_pending = False
                 self.engine = self._new_engine()
+            _log.info("index reopened after a write failure", outage=self.outage)
             if self.policy.enabled:
                 self.indexer.start()
-        _log.info("index reopened after a write failure", outage=self.outage)
+                self._move(Phase.OUTAGE, "reopened: indexing until a batch commits")
+            else:  # nothing will be written: the outage is over
+                self.outage = None
+                self._move(Phase.DISABLED, "reopened with consent off")
 
     # --- giving freed blocks back (indexer/reclaim.py) ------------------------------------------------
     def reconcile(self, full: bool) -> Future[dict[str, Any]]:
         """A scan pass (aiVault.reconcile); one asked while a reclaim runs goes to the indexer after it."""
         with self._reclaim_gate:
-            if not self._reclaiming:
+            if self.phase is not Phase.RECLAIMING:
                 return self.indexer.reconcile(full)
             fut: Future[dict[str, Any]] = Future()
             self._deferred.append((full, fut))
@@ -271,7 +351,7 @@ class LocalService:
         or not due is not retried until something has changed.
         """
         ix = self.indexer
-        if self.read_only or self.outage is not None or not self.policy.enabled or not ix.started or ix.closed:
+        if self.phase is not Phase.RUNNING or not self.policy.enabled:
             return None
         if not ix.quiet():
             return None
@@ -296,7 +376,8 @@ class LocalService:
         db = self.home.db_path
         with self._transition:
             ix = self.indexer
-            if self.read_only or ix.write_failure is not None:
+            prior = self.phase
+            if prior not in (Phase.READY, Phase.RUNNING, Phase.DISABLED) or ix.write_failure is not None:
                 return None
             with self.lifecycle.shared():
                 # Blocks a commit freed (a dropped segment) count as free only once checkpointed.
@@ -328,7 +409,7 @@ class LocalService:
                 return self.last_reclaim
             t0 = time.monotonic()
             with self._reclaim_gate:
-                self._reclaiming = True
+                self._move(Phase.RECLAIMING, "reclaim: copying the index")
             running = ix.started and not ix.closed
             try:
                 ix.stop()
@@ -366,7 +447,7 @@ class LocalService:
                     self._reopen_after_reclaim(ix)
                 swap_s = time.monotonic() - t_swap
             finally:
-                self._end_reclaim(restart and running)
+                self._end_reclaim(restart and running, prior)
             if reason is not None:
                 _log.error("reclaim failed: the index is as it was", reason=reason)
                 self.last_reclaim = {**record, "reason": reason}
@@ -404,19 +485,27 @@ class LocalService:
             self.outage = f"the index could not be opened for writing after a reclaim: {exc}"
             self.con = connect(self.home.db_path, read_only=True)
             self.engine = Engine(self.con, self.home.key())
-            self.read_only = True
+            with self._reclaim_gate:
+                self._move(Phase.READ_ONLY, "no writer could open the reclaimed index")
             return
         self.indexer = self._new_indexer(meta)
         self.indexer.obs = old.obs
         self.engine = self._new_engine()
 
-    def _end_reclaim(self, start: bool) -> None:
-        """Start the next indexer (if one ran) and hand it the reconcile requests that waited."""
+    def _end_reclaim(self, start: bool, prior: Phase) -> None:
+        """Start the next indexer (if one ran) and hand it the reconcile requests that waited.
+
+        Back to RUNNING with the indexer started; else to where the reclaim began (READY where that was
+        RUNNING: the caller starts it again when it wants, as the one-shot index does).
+        """
         ix = self.indexer
-        if start and self.policy.enabled and not self.read_only and not ix.started and not self._health_stop.is_set():
-            ix.start()
         with self._reclaim_gate:
-            self._reclaiming = False
+            if self.phase is Phase.RECLAIMING:
+                if start and self.policy.enabled and not ix.started and not self._health_stop.is_set():
+                    ix.start()
+                    self._move(Phase.RUNNING, "reclaim ended")
+                else:
+                    self._move(Phase.READY if prior is Phase.RUNNING else prior, "reclaim ended")
             deferred, self._deferred = self._deferred, []
         for full, fut in deferred:
             if ix.started and not ix.closed:
@@ -434,14 +523,22 @@ class LocalService:
             return False
         with self._transition:
             old, self.policy = self.policy, new
-            if new == old:
+            if new == old or self.phase is Phase.STOPPED:
                 return False
             _log.info("policy changed", enabled=new.enabled, history_days=new.history_days)
+            retention = new.history_days != old.history_days
+            if self.phase in (Phase.OUTAGE, Phase.READ_ONLY):
+                # The file cannot be written now: the next reopen builds the indexer with this policy.
+                if not new.enabled:
+                    self.indexer.stop()
+                self._forget_pending |= retention
+                return True
             if not new.enabled:
                 self.indexer.stop()  # closes the indexer; the index copy stays
+                self._move(Phase.DISABLED, "consent withdrawn")
                 return True
-            if new.history_days != old.history_days or not self.indexer.started or self.indexer.closed:
-                self._rebuild(forget_expired=new.history_days != old.history_days)
+            if retention or self.phase is not Phase.RUNNING:
+                self._rebuild(forget_expired=retention)
             return True
 
     def _rebuild(self, *, forget_expired: bool) -> None:
@@ -454,8 +551,7 @@ class LocalService:
             meta = read_meta(self.con)
             self.indexer = self._new_indexer(meta)
             self.engine = self._new_engine()
-        if self.policy.enabled:
-            self.indexer.start()
+        self._run_indexer("consent given" if not forget_expired else "retention changed")
 
     def clear(self) -> dict[str, Any]:
         """Delete the index and every sidecar; a new database gets a new identity (docs/contract.md §8)."""
@@ -472,18 +568,25 @@ class LocalService:
                     else:
                         path.unlink()
                     removed.append(path.name)
-                self.con, meta = open_writer(self.home)
+                try:
+                    self.con, meta = open_writer(self.home)
+                except (AivaultError, duckdb.Error) as exc:
+                    # The reopen loop (check_health) tries again; until then searches are not ready.
+                    self.outage = f"the new index could not be created: {exc}"
+                    self._move(Phase.OUTAGE, "no new index after a clear")
+                    raise
                 self.indexer = self._new_indexer(meta)
                 self.engine = self._new_engine()
-            rebuilt = self.policy.enabled
-            if rebuilt:
-                self.indexer.start()
+            self.outage = None  # a new file: whatever refused the old one is for the next write to tell
+            self._forget_pending = False
+            self._run_indexer("cleared")
+            rebuilt = self.phase is Phase.RUNNING
         _log.info("index cleared", removed=removed, rebuilt=rebuilt)
         return {"cleared": True, "removed": removed, "rebuilding": rebuilt, "previousIdentity": old_identity,
                 "identity": meta.identity}
 
     # --- endpoints ------------------------------------------------------------------------------
-    def search(self, params: Any, *, force_route: str | None = None) -> dict[str, Any]:
+    def search(self, params: Any, *, force_route: str | None = None) -> SearchResult:
         """aiVault.searchSessions. ``force_route`` ("lexical", "vector", "hybrid") is for benchmarks
         and tests comparing routes; clients always get the planner's choice."""
         if force_route not in (None, "lexical", "vector", "hybrid"):
@@ -491,17 +594,17 @@ class LocalService:
         req = parse_request(params)
         if not self.policy.enabled:
             return unavailable("disabled")
-        ix = self.indexer
-        if self.read_only:
+        ix, phase = self.indexer, self.phase
+        if phase is Phase.READ_ONLY:
             with self.lifecycle.shared():
                 return self.engine.search(req)
-        if self._reclaiming:
+        if phase is Phase.RECLAIMING:
             # The indexer is stopped for a reclaim: answered from the index as committed (the old
             # file, or the new one once swapped in); no pass can run to make it current.
             with self.lifecycle.shared():
                 return self.engine.search(req, freshness_truncated=req.freshness == "wait-until-current",
                                           force_route=force_route)
-        if not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0):
+        if not self._ready(phase, ix):
             return unavailable("not-ready")
         ix.end_bulk()
         fresh_cut = False
@@ -511,13 +614,12 @@ class LocalService:
         with self.lifecycle.shared():
             return self.engine.search(req, freshness_truncated=fresh_cut, force_route=force_route)
 
-    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+    def read_session(self, req: ReadRequest) -> ReadResult | Unavailable:
         """aiVault.readSession: consent and readiness as for search; never waits for the indexer."""
         if not self.policy.enabled:
             return unavailable("disabled")
-        ix = self.indexer
-        if not self.read_only and not self._reclaiming and (
-                not ix.started or ix.closed or (ix.generation == 0 and ix.obs.full_passes == 0)):
+        phase = self.phase
+        if phase not in (Phase.READ_ONLY, Phase.RECLAIMING) and not self._ready(phase, self.indexer):
             return unavailable("not-ready")
         with self.lifecycle.shared():
             cur = self.con.cursor()
@@ -526,21 +628,27 @@ class LocalService:
             finally:
                 cur.close()
 
-    def status(self) -> dict[str, Any]:
-        ix = self.indexer
+    @staticmethod
+    def _ready(phase: Phase, ix: IndexerService) -> bool:
+        """Whether a running indexer's index can be searched: it committed once or finished a pass."""
+        return (phase in (Phase.RUNNING, Phase.OUTAGE) and ix.started and not ix.closed
+                and (ix.generation > 0 or ix.obs.full_passes > 0))
+
+    def status(self) -> Status:
+        ix, state = self.indexer, self.phase
         obs, prog = ix.obs, ix.progress
         roots = [spec.partition("=")[2] for spec in ix.extra_roots] + [r.path for r in self.roots()]
         degraded = degraded_roots(obs.problems, obs.failed, roots)
-        if obs.roots and not self.read_only:
+        if obs.roots and state is not Phase.READ_ONLY:
             with self.lifecycle.shared():
                 report = root_report(self.con, [str(c["root"]) for c in obs.roots])
             degraded += silent_roots(obs.roots, report)
         due = max(0, prog.files_changed - prog.files_done) if prog.running else 0
-        if self.outage is not None:
+        if state in (Phase.OUTAGE, Phase.READ_ONLY):
             phase = "degraded"
-        elif ix.closed and not self._reclaiming:
+        elif state in (Phase.DISABLED, Phase.STOPPED):
             phase = "closed"
-        elif not ix.started:
+        elif state is Phase.READY:
             phase = "idle"
         elif degraded or obs.write_error:
             phase = "degraded"
@@ -548,17 +656,9 @@ class LocalService:
             phase = "indexing"
         else:
             phase = "current"
-        return {
-            "enabled": self.policy.enabled,
-            "phase": phase,
-            "filesIndexed": ix.files_indexed(),
-            "filesDue": due,
-            "filesFailed": len(obs.failed),
-            "degradedRoots": degraded,
-            "lastReconcileAt": obs.last_reconcile_at,
-            "lastSweepCompletedAt": obs.last_sweep_at,
-            "generation": ix.generation,
-        }
+        return status(enabled=self.policy.enabled, phase=phase, files_indexed=ix.files_indexed(), files_due=due,
+                      files_failed=len(obs.failed), degraded_roots=degraded, last_reconcile_at=obs.last_reconcile_at,
+                      last_sweep_completed_at=obs.last_sweep_at, generation=ix.generation)
 
     def roots(self) -> list[Any]:
         from aivault.scanner.discover import default_roots

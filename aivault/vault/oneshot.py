@@ -100,8 +100,7 @@ def index_once(service: LocalService, *, vectors: bool, progress: Progress, inte
     plan = wait(service.indexer.plan_copy_merge(), interrupted)
     merged = service.reclaim(restart=vectors, merge=plan) if plan is not None else None
     if not (merged and merged.get("done")):
-        if not service.indexer.started:
-            service.indexer.start()
+        service.start()  # the reclaim left the indexer stopped (``restart=vectors``)
         wait(service.indexer.compact("all"), interrupted)
     lexical_s = time.monotonic() - t0
     vectors_s = None

@@ -17,7 +17,7 @@ from aivault import config
 from aivault import policy as policy_mod
 from aivault.home import Home
 from aivault.indexer.duck import one
-from aivault.protocol import status_sentinel, unavailable
+from aivault.protocol import ReadResult, SearchResult, Status, Unavailable, status, unavailable
 from aivault.query import sql as q
 from aivault.query.engine import Engine
 from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
@@ -41,15 +41,15 @@ class MissingIndexService:
     def __init__(self, home: Home) -> None:
         self.home = home
 
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> SearchResult:
         parse_request(params)  # invalid payloads stay errors
         enabled = policy_mod.load(self.home).enabled
         return unavailable("not-ready" if enabled else "disabled")
 
-    def status(self) -> dict[str, Any]:
-        return {**status_sentinel(), "enabled": policy_mod.load(self.home).enabled}
+    def status(self) -> Status:
+        return status(enabled=policy_mod.load(self.home).enabled, phase="idle")
 
-    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+    def read_session(self, req: ReadRequest) -> ReadResult | Unavailable:
         enabled = policy_mod.load(self.home).enabled
         return unavailable("not-ready" if enabled else "disabled")
 
@@ -105,7 +105,7 @@ class DirectService:
         vectors = _DeferredVectors(self.home, self.con, make) if make is not None else None
         return Engine(self.con, self.home.key(), vectors=vectors)
 
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> SearchResult:
         req = parse_request(params)
         if not policy_mod.load(self.home).enabled:
             return unavailable("disabled")
@@ -113,7 +113,7 @@ class DirectService:
             return self._search_fresh(params)
         return self.engine.search(req)
 
-    def _search_fresh(self, params: Any) -> dict[str, Any]:
+    def _search_fresh(self, params: Any) -> SearchResult:
         """wait-until-current without a daemon: become the indexer for this one request.
 
         The read-only handle is closed, the database opened read-write (an error if another
@@ -138,7 +138,7 @@ class DirectService:
             self.engine = self._engine()
         return result
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         enabled = policy_mod.load(self.home).enabled
         cur = self.con.cursor()
         try:
@@ -155,22 +155,17 @@ class DirectService:
         census = json.loads(obs.get("roots") or "[]")
         if census:
             problems += silent_roots(census, root_report(self.con, [str(c["root"]) for c in census]))
-        return {
-            "enabled": enabled,
-            "phase": "idle",
-            "filesIndexed": int(row[0]) if row else 0,
-            "filesDue": 0,
-            "filesFailed": len(failed),
-            "degradedRoots": problems,
-            "lastReconcileAt": int(obs["lastReconcileAt"]) if obs.get("lastReconcileAt") else None,
-            "lastSweepCompletedAt": int(obs["lastSweepCompletedAt"]) if obs.get("lastSweepCompletedAt") else None,
-            "generation": int(gen[0]) if gen else 0,
-        }
+        return status(enabled=enabled, phase="idle", files_indexed=int(row[0]) if row else 0,
+                      files_failed=len(failed), degraded_roots=problems,
+                      last_reconcile_at=int(obs["lastReconcileAt"]) if obs.get("lastReconcileAt") else None,
+                      last_sweep_completed_at=int(obs["lastSweepCompletedAt"])
+                      if obs.get("lastSweepCompletedAt") else None,
+                      generation=int(gen[0]) if gen else 0)
 
     def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
         return root_report(self.con, roots)
 
-    def read_session(self, req: ReadRequest) -> dict[str, Any]:
+    def read_session(self, req: ReadRequest) -> ReadResult | Unavailable:
         """aiVault.readSession from the read-only handle (consent is checked as for search)."""
         if not policy_mod.load(self.home).enabled:
             return unavailable("disabled")

@@ -25,7 +25,15 @@ from aivault.broker.asker import Asker
 from aivault.broker.exposure import redact_for_transport, redact_status
 from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, ERROR_CODES, METHOD_CLEAR, METHOD_READ, METHOD_SEARCH, METHOD_STATUS
+from aivault.protocol import (
+    AGENT_NAMES,
+    ERROR_CODES,
+    METHOD_CLEAR,
+    METHOD_READ,
+    METHOD_SEARCH,
+    METHOD_STATUS,
+    search_request,
+)
 from aivault.web.guard import TrustGuard
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -78,19 +86,10 @@ class Page:
     # --- asking -------------------------------------------------------------------------------
     async def search(self, request: Request) -> Response:
         q = request.query_params
-        filters: dict[str, Any] = {}
-        if q.get("agents"):
-            filters["agents"] = [a for a in q["agents"].split(",") if a]
-        if q.get("path"):
-            filters["scopePaths"] = [q["path"]]
-        if q.get("since"):
-            filters["since"] = q["since"]
-        if q.get("sort"):
-            filters["sort"] = q["sort"]
-        body: dict[str, Any] = {"query": q.get("query", ""), "filters": filters,
-                                "limit": _int(q.get("limit"), "limit", 10)}
-        if q.get("cursor"):
-            body["cursor"] = q["cursor"]
+        body = search_request(q.get("query", ""), limit=_int(q.get("limit"), "limit", 10),
+                              agents=[a for a in q["agents"].split(",") if a] if q.get("agents") else None,
+                              scope_paths=[q["path"]] if q.get("path") else None, since=q.get("since"),
+                              sort=q.get("sort"), cursor=q.get("cursor"))
         try:
             result: dict[str, Any] = await self._ask(METHOD_SEARCH, body)
         except AivaultError as exc:

@@ -24,6 +24,7 @@ import base64
 import hashlib
 import hmac
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -41,7 +42,12 @@ from aivault.protocol import (
     METHODS,
     REMOTE_CLIENT_METHODS,
     RESULT_KINDS,
+    STATUS_PHASES,
     UNAVAILABLE_REASONS,
+    DegradedRoot,
+    Status,
+    Unavailable,
+    status,
     unavailable,
 )
 
@@ -50,7 +56,6 @@ _CURSOR_TAG_BYTES = 12
 # Sent instead of a cursor that was not minted for the addressed host: the host itself then answers
 # malformed-cursor after checking the rest of the request (so invalid params stay invalid-params).
 FOREIGN_CURSOR = "!not-this-host"
-_PHASES = frozenset({"idle", "indexing", "current", "degraded", "closed"})
 
 
 class HostConnections:
@@ -242,7 +247,7 @@ class HostConnections:
             raise ProtocolError(f"{host.id} answered {method} with something that is not a map: {value!r:.200}")
         return {**value, "host": host.id}
 
-    def _search_result(self, host: Host, transport: Transport, value: Any) -> dict[str, Any]:
+    def _search_result(self, host: Host, transport: Transport, value: Any) -> Mapping[str, Any]:
         if not isinstance(value, dict) or value.get("kind") not in RESULT_KINDS:
             raise ProtocolError(f"{host.id} answered searchSessions with something that is not a result: "
                                 f"{value!r:.200}")
@@ -260,7 +265,7 @@ class HostConnections:
         page = {**page, "cursor": self.wrap_cursor(host, cursor) if isinstance(cursor, str) and cursor else None}
         return redact_search({**value, "hits": stamped, "page": page}, transport)
 
-    def _read_result(self, host: Host, transport: Transport, value: Any) -> dict[str, Any]:
+    def _read_result(self, host: Host, transport: Transport, value: Any) -> Mapping[str, Any]:
         if not isinstance(value, dict):
             raise ProtocolError(f"{host.id} answered readSession with something that is not a map: {value!r:.200}")
         if value.get("kind") == "unavailable":
@@ -271,13 +276,13 @@ class HostConnections:
         return redact_read({**value, "session": {**session, "executionHostId": host.id}}, transport)
 
 
-def _unavailable(host: Host, value: dict[str, Any]) -> dict[str, Any]:
+def _unavailable(host: Host, value: dict[str, Any]) -> Unavailable:
     if value.get("reason") not in UNAVAILABLE_REASONS:
         raise ProtocolError(f"{host.id} answered unavailable with an unknown reason {value.get('reason')!r:.80}")
     return unavailable(value["reason"])
 
 
-def _status(host: Host, value: Any) -> dict[str, Any]:
+def _status(host: Host, value: Any) -> Status:
     """A remote status, checked field by field and cut to the contract's fields."""
     def bad(field: str) -> ProtocolError:
         return ProtocolError(f"{host.id} answered searchStatus with a bad {field!r}: {value!r:.200}")
@@ -297,14 +302,14 @@ def _status(host: Host, value: Any) -> dict[str, Any]:
         out[field] = v
     if not isinstance(value.get("enabled"), bool):
         raise bad("enabled")
-    if value.get("phase") not in _PHASES:
+    if value.get("phase") not in STATUS_PHASES:
         raise bad("phase")
     roots = value.get("degradedRoots")
     if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("root"), str)
                                               and isinstance(r.get("reason"), str) for r in roots):
         raise bad("degradedRoots")
-    return {"enabled": value["enabled"], "phase": value["phase"], **{k: out[k] for k in
-            ("filesIndexed", "filesDue", "filesFailed")}, "degradedRoots": [{"root": r["root"], "reason": r["reason"]}
-                                                                            for r in roots],
-            "lastReconcileAt": out["lastReconcileAt"], "lastSweepCompletedAt": out["lastSweepCompletedAt"],
-            "generation": out["generation"]}
+    return status(enabled=value["enabled"], phase=value["phase"], files_indexed=out["filesIndexed"],
+                  files_due=out["filesDue"], files_failed=out["filesFailed"],
+                  degraded_roots=[DegradedRoot(root=r["root"], reason=r["reason"]) for r in roots],
+                  last_reconcile_at=out["lastReconcileAt"], last_sweep_completed_at=out["lastSweepCompletedAt"],
+                  generation=out["generation"])

@@ -24,6 +24,7 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from aivault import log
@@ -71,22 +72,22 @@ class RelayAnswerer:
 
         return ServiceAnswers(NULL_SERVICE)
 
-    def search(self, params: Any) -> dict[str, Any]:
+    def search(self, params: Any) -> Mapping[str, Any]:
         if not self.has_service():
             return self._none().search(params)
-        value: dict[str, Any] = self._ask(lambda c: c.search(params))
+        value: Mapping[str, Any] = self._ask(lambda c: c.search(params))
         return value
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Mapping[str, Any]:
         if not self.has_service():
             return self._none().status()
-        value: dict[str, Any] = self._ask(lambda c: c.status())
+        value: Mapping[str, Any] = self._ask(lambda c: c.status())
         return value
 
-    def read(self, params: Any) -> dict[str, Any]:
+    def read(self, params: Any) -> Mapping[str, Any]:
         if not self.has_service():
             return self._none().read(params)
-        value: dict[str, Any] = self._ask(lambda c: c.call(METHOD_READ, params))
+        value: Mapping[str, Any] = self._ask(lambda c: c.call(METHOD_READ, params))
         return value
 
     def _ask(self, fn: Any) -> Any:
