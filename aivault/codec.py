@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
@@ -18,7 +18,7 @@ import msgpack
 if TYPE_CHECKING:
     import numpy as np
 
-from aivault.errors import AuthenticationError, InvalidRequest, ProtocolError, ProtocolVersionError
+from aivault.errors import AuthenticationError, HeaderInvalid, InvalidRequest, ProtocolError, ProtocolVersionError
 from aivault.protocol import (
     INGEST_MAGIC,
     PROTOCOL_VERSION,
@@ -246,6 +246,119 @@ def encode_ingest(kind: bytes, header: Mapping[str, Any], payload: list[bytes] |
     return [INGEST_MAGIC, kind, packb({**header, "v": PROTOCOL_VERSION}), *(payload or [])]
 
 
+# --- ingest headers checked against their records (aivault/protocol.py INGEST_HEADERS) -------------------
+# A checker appends what is wrong with a value (where, and what) to ``problems``; built once per type, on the
+# first decode (the CLI, which never decodes an ingest message, pays nothing).
+_Check = Callable[[Any, str, list[str]], None]
+_HEADER_CHECKS: dict[bytes, _Check] = {}
+_MAX_PROBLEMS = 5
+
+
+def _what(v: Any) -> str:
+    return "nil" if v is None else type(v).__name__
+
+
+def _checker(tp: Any) -> _Check:
+    import types
+    import typing
+
+    from aivault.protocol import FILE_PART_SENT, FilePart
+
+    if tp is Any:
+        return lambda v, w, out: None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        alts = [_checker(a) for a in typing.get_args(tp)]
+        names = " or ".join("nil" if a is type(None) else getattr(a, "__name__", str(a)) for a in typing.get_args(tp))
+
+        def union(v: Any, w: str, out: list[str]) -> None:
+            for alt in alts:
+                trial: list[str] = []
+                alt(v, w, trial)
+                if not trial:
+                    return
+            out.append(f"{w} must be {names}, not {_what(v)}")
+        return union
+    if origin is list:
+        each = _checker(typing.get_args(tp)[0])
+
+        def array(v: Any, w: str, out: list[str]) -> None:
+            if not isinstance(v, list):
+                out.append(f"{w} must be an array, not {_what(v)}")
+                return
+            for i, x in enumerate(v):
+                each(x, f"{w}[{i}]", out)
+                if len(out) >= _MAX_PROBLEMS:
+                    return
+        return array
+    if origin is dict:
+        key_check, value_check = (_checker(a) for a in typing.get_args(tp))
+
+        def mapping(v: Any, w: str, out: list[str]) -> None:
+            if not isinstance(v, dict):
+                out.append(f"{w} must be a map, not {_what(v)}")
+                return
+            for k, x in v.items():
+                key_check(k, f"{w} key", out)
+                value_check(x, f"{w}[{str(k)[:40]!r}]", out)
+                if len(out) >= _MAX_PROBLEMS:
+                    return
+        return mapping
+    if typing.is_typeddict(tp):
+        fields = {k: _checker(t) for k, t in typing.get_type_hints(tp).items()}
+        required = sorted(FILE_PART_SENT if tp is FilePart else tp.__required_keys__)
+
+        def record(v: Any, w: str, out: list[str]) -> None:
+            if not isinstance(v, dict):
+                out.append(f"{w} must be a map, not {_what(v)}")
+                return
+            missing = [k for k in required if k not in v]
+            if missing:
+                out.append(f"{w} lacks {', '.join(repr(k) for k in missing)}")
+            for k, check in fields.items():
+                if k in v:
+                    check(v[k], f"{w}.{k}", out)
+        return record
+    if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):  # a NamedTuple: an array
+        checks = [(k, _checker(t)) for k, t in typing.get_type_hints(tp).items()]
+
+        def row(v: Any, w: str, out: list[str]) -> None:
+            if not isinstance(v, list | tuple) or len(v) != len(checks):
+                out.append(f"{w} must be an array of {len(checks)} ({', '.join(k for k, _ in checks)})")
+                return
+            for (k, check), x in zip(checks, v, strict=True):
+                check(x, f"{w}.{k}", out)
+        return row
+    if tp is int:  # msgpack keeps booleans apart from integers: a true is not a count
+        return lambda v, w, out: None if isinstance(v, int) and not isinstance(v, bool) else out.append(
+            f"{w} must be an integer, not {_what(v)}")
+    if tp is float:
+        return lambda v, w, out: None if isinstance(v, int | float) and not isinstance(v, bool) else out.append(
+            f"{w} must be a number, not {_what(v)}")
+    if tp is type(None):
+        return lambda v, w, out: None if v is None else out.append(f"{w} must be nil, not {_what(v)}")
+    if tp in (str, bool, bytes):
+        return lambda v, w, out: None if isinstance(v, tp) else out.append(
+            f"{w} must be {tp.__name__}, not {_what(v)}")
+    raise TypeError(f"no checker for {tp!r}")  # a record in protocol.py uses a type this does not know
+
+
+def check_header(kind: bytes, header: dict[str, Any]) -> None:
+    """HeaderInvalid unless ``header`` has the fields of its kind's record, each of its type (docs/protocol.md
+    §2.2). Fields a record does not name are left alone: a newer peer may send more."""
+    check = _HEADER_CHECKS.get(kind)
+    if check is None:
+        from aivault.protocol import INGEST_HEADERS
+
+        check = _HEADER_CHECKS[kind] = _checker(INGEST_HEADERS[kind])
+    problems: list[str] = []
+    check(header, "header", problems)
+    if problems:
+        seq = header.get("seq")
+        raise HeaderInvalid(f"{kind.decode('ascii', 'replace')} {'; '.join(problems[:_MAX_PROBLEMS])}",
+                            seq if isinstance(seq, int) and not isinstance(seq, bool) else None)
+
+
 def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMessage:
     if len(frames) < 3 or frames[0] != INGEST_MAGIC:
         raise ProtocolError(f"expected an ingest message starting with {INGEST_MAGIC!r}")
@@ -256,6 +369,7 @@ def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMess
     if not isinstance(header, dict):
         raise ProtocolError("ingest header must be a map")
     _check_version(header, f"an ingest {kind.decode('ascii', 'replace')} message")
+    check_header(kind, header)
     return IngestMessage(kind=kind, header=header, payload=list(frames[3:]))
 
 
@@ -301,6 +415,8 @@ def decode_batch(header: Mapping[str, Any], frames: list[bytes]) -> BatchPayload
     vocab = unpackb(frames[4])
     if not isinstance(columns, dict) or any(len(columns.get(c, ())) != n_chunks for c in _COLUMNS):
         raise ProtocolError("chunk columns disagree with the header's count")
+    if not all(type(f) is int for f in columns["file"]) or not all(type(t) is str for t in columns["text"]):
+        raise ProtocolError("a chunk's file must be an integer and its text a string")
     if n_post and int(p_chunk.max()) >= n_chunks:
         raise ProtocolError("a posting points past the batch's chunks")
     if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):

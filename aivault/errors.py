@@ -21,6 +21,16 @@ class ProtocolError(AivaultError):
     code = p.ERR_PARSE
 
 
+class HeaderInvalid(ProtocolError):
+    """An ingest header that does not have its record's fields and types (aivault/protocol.py): found where it
+    is decoded. ``seq`` is the batch's sequence number when the header has a readable one, so that the NACK
+    can name it and the scanner sets aside that batch's files only."""
+
+    def __init__(self, message: str, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
 class ProtocolVersionError(ProtocolError):
     """The peer speaks another protocol version (its header's ``v``)."""
 

@@ -439,11 +439,29 @@ class Hello(TypedDict):
     token: str  # the one the indexer gave this scanner on its command line
 
 
+class FileState(NamedTuple):
+    """What the indexer has committed of one transcript file, as a STATE page lists it (an array on the
+    wire, in this order): the scanner compares the file on disk with it to know what to read."""
+
+    path: str
+    agent: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    offset: int  # read up to here
+    head_len: int
+    head_hash: int  # of the first head_len bytes: a file rewritten under the same name differs here
+    present: bool
+    expired: bool  # its session fell out of retention
+    mode: str  # lines | zst | whole (aivault/scanner/sources.py)
+
+
 class State(TypedDict, total=False):
     req: int | None
     last: bool
     epoch: int
-    files: list[list[Any]]  # [path, agent, dev, ino, size, mtime_ns, offset, head_len, head_hash, present, expired]
+    files: list[FileState]
     states: dict[str, bytes | None]  # path -> parser state, answering GET_STATES
 
 
@@ -471,6 +489,11 @@ class SessionMeta(TypedDict):
     parent_session_id: str | None
 
 
+# A file part is filled in while the scanner reads it; in a BATCH every part has closed and has these.
+FILE_PART_SENT: Final = frozenset({"path", "agent", "reset", "dev", "ino", "size", "mtime_ns", "start", "end",
+                                   "head_len", "head_hash", "state", "session"})
+
+
 class FilePart(TypedDict, total=False):
     path: str
     agent: str
@@ -493,12 +516,20 @@ class FilePart(TypedDict, total=False):
     skips: dict[str, int]
 
 
+class Title(NamedTuple):
+    """A session's title an agent keeps beside its transcript (an array on the wire)."""
+
+    agent: str
+    session_id: str
+    title: str
+
+
 class Batch(TypedDict):
     seq: int
     epoch: int
     files: list[FilePart]
     gone: list[str]
-    titles: list[list[str]]  # [agent, session_id, title]
+    titles: list[Title]
     chunks: int
     postings: int
     messages: int

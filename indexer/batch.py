@@ -20,7 +20,7 @@ import pyarrow as pa
 from aivault.codec import BatchPayload, packb
 from aivault.errors import ProtocolError, Refused
 from aivault.indexer.store import Meta, now_ms
-from aivault.protocol import CONVERSATION_ROLES, Kind
+from aivault.protocol import CONVERSATION_ROLES, Batch, FilePart, Kind, Title
 
 # Distinct skip reasons kept per file: reasons are a small fixed vocabulary; the cap only guards
 # the table against a peer sending arbitrary keys.
@@ -52,7 +52,7 @@ class BatchPlan:
     sess_rows: dict[int, dict[str, Any]] = field(default_factory=dict)
     drop_sess: list[int] = field(default_factory=list)  # sessions of files read again
     gone: list[str] = field(default_factory=list)
-    titles: list[list[str]] = field(default_factory=list)
+    titles: list[Title] = field(default_factory=list)
     next_file: int = 0
     next_sess: int = 0
     n_chunks: int = 0
@@ -94,13 +94,13 @@ def session_sig(session: dict[str, Any]) -> bytes:
     return hashlib.blake2b(packb(session), digest_size=8).digest()
 
 
-def plan_batch(header: dict[str, Any], payload: BatchPayload, files: dict[str, FileEntry],
+def plan_batch(header: Batch, payload: BatchPayload, files: dict[str, FileEntry],
                sess_sig: dict[int, bytes], meta: Meta, titles: dict[tuple[str, str], str] | None = None) -> BatchPlan:
     """Check every file part against the committed state and work out the rows to write.
 
     ``titles``: the stored titles; a title the batch repeats unchanged (a new scanner sends them
     all again) is not written and does not advance the generation."""
-    parts: list[dict[str, Any]] = header.get("files") or []
+    parts = header["files"]
     n_chunks = len(payload.columns["text"])
     if n_chunks and max(payload.columns["file"]) >= len(parts):
         raise ProtocolError("a chunk points past the batch's files")
@@ -108,15 +108,15 @@ def plan_batch(header: dict[str, Any], payload: BatchPayload, files: dict[str, F
                      n_postings=len(payload.p_term))
     for part in parts:
         _plan_part(plan, part, files, sess_sig)
-    plan.gone = [p for p in header.get("gone") or [] if p in files and p not in plan.pending]
+    plan.gone = [p for p in header["gone"] if p in files and p not in plan.pending]
     # One title per session: a later entry (a newer source) replaces an earlier one of the batch.
-    plan.titles = [t for t in {(t[0], t[1]): t for t in header.get("titles") or []}.values()
+    plan.titles = [Title(*t) for t in {(t[0], t[1]): t for t in header["titles"]}.values()
                    if titles is None or titles.get((t[0], t[1])) != t[2]]
     plan.changed = plan.changed or n_chunks > 0 or bool(plan.gone) or bool(plan.titles)
     return plan
 
 
-def _plan_part(plan: BatchPlan, part: dict[str, Any], files: dict[str, FileEntry],
+def _plan_part(plan: BatchPlan, part: FilePart, files: dict[str, FileEntry],
                sess_sig: dict[int, bytes]) -> None:
     path = part["path"]
     cur = plan.pending.get(path) or files.get(path)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aivault.errors import IndexerClosed
 from aivault.indexer.scanners import Slot
 from aivault.indexer.store import now_ms
+from aivault.protocol import PassDone
 
 SUMMED = ("files_seen", "files_changed", "messages", "malformed", "oversized", "record_cut", "too_old")
 
@@ -33,12 +34,13 @@ class Request:
     remaining: set[int]
     summary: dict[str, Any] = field(default_factory=lambda: {k: 0 for k in SUMMED})
 
-    def absorb(self, shard: int, header: dict[str, Any]) -> bool:
+    def absorb(self, shard: int, header: PassDone) -> bool:
         """Count one shard's pass; True when the request is complete."""
         if shard in self.remaining:
             self.remaining.discard(shard)
+            counts = cast(Mapping[str, int], header)  # SUMMED names PassDone's integer fields
             for k in SUMMED:
-                self.summary[k] += int(header.get(k) or 0)
+                self.summary[k] += counts[k]
         return not self.remaining
 
 
@@ -84,11 +86,13 @@ class Passes:
                 self._send(slot, req_id, request.full)
                 slot.sent.add(req_id)
 
-    def absorb(self, slot: Slot, header: dict[str, Any]) -> list[Request]:
+    def absorb(self, slot: Slot, header: PassDone) -> list[Request]:
         """One shard finished a pass covering the request ids in ``header['reqs']``; the requests
         every shard has now answered, taken out of the pending ones."""
         done: list[Request] = []
-        for req in header.get("reqs") or []:
+        for req in header["reqs"]:
+            if req is None:  # a pass nobody asked for (the file watcher's)
+                continue
             slot.sent.discard(req)
             request = self.pending.get(req)
             if request is not None and request.absorb(slot.shard, header):

@@ -14,7 +14,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 import aivault
 from aivault import log
 from aivault.home import Home
+from aivault.protocol import Progress as ProgressHeader
 from aivault.protocol import shard_of
 
 __all__ = ["EXIT_USAGE", "MAX_SCANNERS", "Progress", "ScannerPool", "Slot", "default_scanners", "shard_of"]
@@ -66,17 +67,17 @@ class Progress:
         self.messages_read += other.messages_read
         self.messages_committed += other.messages_committed
 
-    def report(self, header: Mapping[str, Any]) -> None:
+    def report(self, header: ProgressHeader) -> None:
         """A PROGRESS message from the scanner: the first of a pass starts counting commits again."""
         if not self.running:
             self.running = True
             self.messages_committed = 0
-        self.files_seen = int(header.get("files_seen", 0))
-        self.files_changed = int(header.get("files_changed", 0))
-        self.files_done = int(header.get("files_done", 0))
-        self.bytes_total = int(header.get("bytes_total", 0))
-        self.bytes_done = int(header.get("bytes_done", 0))
-        self.messages_read = int(header.get("messages", 0))
+        self.files_seen = header["files_seen"]
+        self.files_changed = header["files_changed"]
+        self.files_done = header["files_done"]
+        self.bytes_total = header["bytes_total"]
+        self.bytes_done = header["bytes_done"]
+        self.messages_read = header["messages"]
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import zmq
@@ -25,7 +25,7 @@ import zmq
 from aivault import log
 from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
-from aivault.errors import IndexerClosed, IndexWriteFailed, ProtocolError, Refused
+from aivault.errors import HeaderInvalid, IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.heap import release_free_memory, tune_for_bulk
 from aivault.home import Home
 from aivault.indexer import reclaim, sql_maint
@@ -73,12 +73,17 @@ from aivault.protocol import (
     PROTOCOL_VERSION,
     SCANNER_KINDS,
     Ack,
+    Batch,
+    GetStates,
+    Hello,
     Nack,
+    PassDone,
     Ping,
     Reconcile,
     State,
     Stop,
 )
+from aivault.protocol import Progress as ProgressHeader
 
 _log = log.get("indexer")
 
@@ -279,6 +284,13 @@ class IndexerService:
         ident, rest = frames[0], frames[1:]
         try:
             msg = decode_ingest(rest, SCANNER_KINDS)
+        except HeaderInvalid as exc:
+            # A header without its record's fields or types (checked where decoded, aivault/codec.py): a
+            # batch's is refused for good under its own number, so its sender sets only its files aside.
+            _log.error("ingest message rejected", error=str(exc), seq=exc.seq)
+            if any(s.ident == ident for s in self.slots):
+                self._send(ident, K_NACK, Nack(seq=exc.seq, reason=f"invalid batch: {exc}", poison=True))
+            return
         except ProtocolError as exc:
             _log.warning("dropped a bad ingest frame", error=str(exc))
             if any(s.ident == ident for s in self.slots):
@@ -295,43 +307,42 @@ class IndexerService:
         if msg.kind == K_BATCH:
             self._on_batch(slot, msg)
         elif msg.kind == K_GET_STATES:
-            paths = [p for p in msg.header.get("paths", []) if isinstance(p, str)]
-            self._send(ident, K_STATE, State(req=msg.header.get("req"), last=True, states=self.writer.states(paths)))
+            ask = cast(GetStates, msg.header)
+            self._send(ident, K_STATE, State(req=ask["req"], last=True, states=self.writer.states(ask["paths"])))
         elif msg.kind == K_PROGRESS:
-            slot.progress.report(msg.header)
+            slot.progress.report(cast(ProgressHeader, msg.header))
         elif msg.kind == K_PASS_DONE:
             self._on_pass_done(slot, msg)
 
     def _on_hello(self, ident: bytes, msg: IngestMessage) -> None:
-        h = msg.header
-        shard, shards = h.get("shard", 0), h.get("shards", 1)
-        if h.get("token") != self.token:
+        h = cast(Hello, msg.header)
+        shard, shards = h["shard"], h["shards"]
+        if h["token"] != self.token:
             # A scanner another indexer started (one that outlived it): never ours to feed.
-            _log.warning("refused a scanner this indexer did not start", pid=h.get("pid"))
+            _log.warning("refused a scanner this indexer did not start", pid=h["pid"])
             self._send(ident, K_STOP, Stop(reason="not started by this indexer"))
             return
-        if h.get("protocol") != PROTOCOL_VERSION or shards != len(self.slots) or not 0 <= shard < shards:
-            _log.error("scanner does not match this indexer", protocol=h.get("protocol"), shard=shard, shards=shards)
+        if h["protocol"] != PROTOCOL_VERSION or shards != len(self.slots) or not 0 <= shard < shards:
+            _log.error("scanner does not match this indexer", protocol=h["protocol"], shard=shard, shards=shards)
             self._send(ident, K_STOP, Stop(reason="protocol version or shard mismatch"))
             return
         slot = self.slots[shard]
         slot.epoch += 1
         slot.ident = ident
-        rows = [r for r in self.writer.snapshot() if shard_of(int(r[2]), int(r[3]), shards) == shard]
+        rows = [r for r in self.writer.snapshot() if shard_of(r.dev, r.ino, shards) == shard]
         pages = [rows[i : i + _SNAPSHOT_PAGE] for i in range(0, len(rows), _SNAPSHOT_PAGE)] or [[]]
         for i, page in enumerate(pages):
-            self._send(ident, K_STATE, State(req=h.get("req"), epoch=slot.epoch, files=page, last=i == len(pages) - 1))
-        _log.info("scanner connected", shard=shard, epoch=slot.epoch, files=len(rows), pid=h.get("pid"))
+            self._send(ident, K_STATE, State(req=h["req"], epoch=slot.epoch, files=page, last=i == len(pages) - 1))
+        _log.info("scanner connected", shard=shard, epoch=slot.epoch, files=len(rows), pid=h["pid"])
         # Whatever was asked of a previous scanner of this shard is asked again of this one.
         if not self.passes.pending and self.schedule and self.obs.full_passes == 0:
             self.passes.ask(True, None)
         self.passes.resend(slot)
 
     def _on_batch(self, slot: Slot, msg: IngestMessage) -> None:
-        h = msg.header
-        raw_seq = h.get("seq")
-        seq = raw_seq if isinstance(raw_seq, int) else None
-        if h.get("epoch") != slot.epoch:
+        h = cast(Batch, msg.header)
+        seq = h["seq"]
+        if h["epoch"] != slot.epoch:
             return  # sent before the scanner re-synced; it will be re-sent
         if self.write_failure is not None and self.write_failure.fatal:
             # The database refused a commit for good (DuckDB invalidates it after a failed
@@ -354,7 +365,7 @@ class IndexerService:
             self._send(slot.ident, K_NACK, Nack(seq=seq, reason=f"invalid batch: {exc}", poison=True))
             return
         except duckdb.Error as exc:
-            self._write_failed(slot, seq, exc, int(h.get("messages") or 0))
+            self._write_failed(slot, seq, exc, h["messages"])
             return
         except Exception as exc:  # a bug applying this batch: refuse it for good, keep serving the others
             _log.exception("batch could not be applied", shard=slot.shard, seq=seq)
@@ -369,7 +380,7 @@ class IndexerService:
         self._last_batch_at = time.monotonic()
         self._idle_compacted = False
         slot.progress.messages_committed += applied.messages
-        self._send(slot.ident, K_ACK, Ack(seq=seq if seq is not None else -1, generation=applied.generation,
+        self._send(slot.ident, K_ACK, Ack(seq=seq, generation=applied.generation,
                                           messages=applied.messages))
         _log.info("batch", shard=slot.shard, seq=seq, files=len(h.get("files") or []), messages=applied.messages,
                   chunks=applied.chunks, postings=applied.postings, generation=applied.generation,
@@ -397,16 +408,15 @@ class IndexerService:
             self.passes.fail_all(IndexWriteFailed(failure.summary(lost)))
 
     def _on_pass_done(self, slot: Slot, msg: IngestMessage) -> None:
-        h = msg.header
-        if isinstance(h.get("watch"), dict):
-            slot.watch = h["watch"]
-        if h.get("reqs"):
+        h = cast(PassDone, msg.header)
+        slot.watch = h["watch"]
+        if h["reqs"]:
             # A pass the file watcher started (no request) looked at a few files only: the last
             # requested pass's failures and root problems stay what status reports.
-            slot.failed = list(h.get("failed") or [])
-            slot.problems = list(h.get("problems") or [])
-        if h.get("roots"):
-            self.obs.roots = [r for r in h["roots"] if isinstance(r, dict)]
+            slot.failed = list(h["failed"])
+            slot.problems = list(h["problems"])
+        if h["roots"]:
+            self.obs.roots = list(h["roots"])
         slot.progress.running = False
         slot.progress.files_done = slot.progress.files_changed
         done = self.passes.absorb(slot, h)

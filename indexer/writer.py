@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -19,7 +18,6 @@ import pyarrow as pa
 
 from aivault import log
 from aivault.codec import BatchPayload, decode_batch
-from aivault.errors import ProtocolError
 from aivault.indexer import segments as seg_mod
 from aivault.indexer import sql_maint, sql_write
 from aivault.indexer.batch import (
@@ -34,6 +32,7 @@ from aivault.indexer.batch import (
 from aivault.indexer.duck import one
 from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
 from aivault.indexer.store import Meta, transaction
+from aivault.protocol import Batch, FileState
 
 _log = log.get("indexer.writer")
 
@@ -78,8 +77,9 @@ class Writer:
         self.meta = meta.advanced(next_segment=next_segment)
 
     # --- snapshot for the scanner -------------------------------------------------------------
-    def snapshot(self) -> list[list[Any]]:
-        return [list(r) for r in self.con.execute(sql_write.SELECT_FILES_SNAPSHOT).fetchall()]
+    def snapshot(self) -> list[FileState]:
+        """Every file's committed state, for the scanners' STATE pages."""
+        return [FileState(*r) for r in self.con.execute(sql_write.SELECT_FILES_SNAPSHOT).fetchall()]
 
     def states(self, paths: list[str]) -> dict[str, bytes | None]:
         self.con.register("b_paths", pa.table({"path": pa.array(paths, pa.string())}))
@@ -89,21 +89,18 @@ class Writer:
             self.con.unregister("b_paths")
 
     # --- batches ------------------------------------------------------------------------------
-    def apply(self, header: dict[str, Any], frames: list[bytes]) -> Applied:
+    def apply(self, header: Batch, frames: list[bytes]) -> Applied:
         """Commit one batch, or raise Refused (it does not continue the committed state) or
-        ProtocolError (it is malformed). Stages: decode, plan the file parts against the committed
-        offsets, build the Arrow tables, commit them in one transaction, then move the in-memory view."""
+        ProtocolError (its payload disagrees with its header). The header was checked against its
+        record where it was decoded (aivault/codec.py check_header). Stages: decode the payload, plan
+        the file parts against the committed offsets, build the Arrow tables, commit them in one
+        transaction, then move the in-memory view."""
         payload = decode_batch(header, frames)
-        try:
-            plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta, self.titles)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # A file part without a field it needs, or one of the wrong type: the batch is malformed
-            # (the scanner sets its files aside), never a crash of the indexer's loop.
-            raise ProtocolError(f"malformed batch header: {exc.__class__.__name__}: {exc}") from exc
+        plan = plan_batch(header, payload, self.files, self.sess_sig, self.meta, self.titles)
         tables = batch_tables(plan, payload, self.meta.next_chunk)
         new_meta, dropped_ids = self._commit(plan, tables, payload)
         self._advance(plan, new_meta, dropped_ids)
-        return Applied(new_meta.generation, plan.changed, int(header.get("messages", 0)), plan.n_chunks,
+        return Applied(new_meta.generation, plan.changed, header["messages"], plan.n_chunks,
                        len(payload.p_term))
 
     def _commit(self, plan: BatchPlan, tables: BatchTables, payload: BatchPayload) -> tuple[Meta, np.ndarray]:

@@ -11,7 +11,15 @@ from typing import Any
 
 from aivault import protocol
 from aivault.codec import BatchPayload, encode_batch
-from aivault.protocol import BATCH_MAX_BYTES, BATCH_MAX_HEADER_BYTES, BATCH_MAX_MESSAGES, Batch, FilePart, SessionMeta
+from aivault.protocol import (
+    BATCH_MAX_BYTES,
+    BATCH_MAX_HEADER_BYTES,
+    BATCH_MAX_MESSAGES,
+    Batch,
+    FilePart,
+    SessionMeta,
+    Title,
+)
 from aivault.scanner.model import Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text
 
@@ -41,7 +49,7 @@ class BatchBuilder:
     def _reset(self) -> None:
         self.files: list[FilePart] = []
         self.gone: list[str] = []  # paths a full pass no longer finds
-        self.titles: list[list[str]] = []
+        self.titles: list[Title] = []
         self.c_file: list[int] = []
         self.c_ord: list[int] = []
         self.c_part: list[int] = []

@@ -13,7 +13,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import zmq
 
@@ -29,7 +29,10 @@ from aivault.protocol import (
     K_STATE,
     K_STOP,
     MAX_INFLIGHT_BATCHES,
+    Ack,
     Batch,
+    Nack,
+    State,
 )
 
 _log = log.get("scanner.link")
@@ -105,22 +108,22 @@ class IngestLink:
             _log.warning("bad frame from indexer", error=str(exc))
             return
         self.last_heard = time.monotonic()
-        if msg.kind == K_ACK:
-            self.inflight.pop(int(msg.header.get("seq", -1)), None)
-            self.generation = int(msg.header.get("generation", self.generation))
-            self.acked_messages += int(msg.header.get("messages", 0))
+        if msg.kind == K_ACK:  # the headers were checked against their records where decoded
+            ack = cast(Ack, msg.header)
+            self.inflight.pop(ack["seq"], None)
+            self.generation = ack["generation"]
+            self.acked_messages += ack["messages"]
         elif msg.kind == K_NACK:
-            seq = msg.header.get("seq")
+            nack = cast(Nack, msg.header)
+            seq = nack.get("seq")
             poison: list[str] = []
-            if msg.header.get("poison") is True:
+            if nack.get("poison") is True:
                 # Without a seq the indexer could not even read which batch it was: every batch
                 # in flight is suspect.
                 batches = [self.inflight[seq]] if seq in self.inflight else list(self.inflight.values())
                 poison = sorted({p for paths in batches for p in paths})
             self.inflight.clear()
-            retry = msg.header.get("retry_after_s", 0.0)
-            raise Resync(str(msg.header.get("reason", "batch refused")),
-                         float(retry) if isinstance(retry, int | float) else 0.0, poison)
+            raise Resync(nack.get("reason", "batch refused"), float(nack.get("retry_after_s", 0.0)), poison)
         elif msg.kind == K_STOP:
             raise StopRequested()
         elif msg.kind == K_RECONCILE:
@@ -138,10 +141,11 @@ class IngestLink:
         while True:
             while self.replies:
                 msg = self.replies.popleft()
-                if msg.header.get("req") != req:
+                page = cast(State, msg.header)
+                if page.get("req") != req:
                     continue
                 pages.append(msg)
-                if msg.header.get("last", True):
+                if page.get("last", True):
                     return pages
             self.pump(timeout_s=0.5)
 

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -32,6 +32,8 @@ from aivault.protocol import (
     GetStates,
     Hello,
     Progress,
+    State,
+    Title,
     shard_of,
 )
 from aivault.scanner.agents import SPECS
@@ -173,8 +175,9 @@ class Scanner:
         self.tok = Tokenizer()
         self.builder = BatchBuilder(self.tok, self.batch_scale)
         for page in pages:
-            self.epoch = int(page.header["epoch"])
-            for row in page.header.get("files", []):
+            state = cast(State, page.header)
+            self.epoch = state.get("epoch", self.epoch)
+            for row in state.get("files", []):
                 rec = FileRec(*row)
                 self.known[rec.path] = rec
                 self.by_inode[(rec.dev, rec.ino)] = rec.path
@@ -194,7 +197,7 @@ class Scanner:
         for i in range(0, len(paths), _STATE_PAGE):
             page = paths[i : i + _STATE_PAGE]
             for reply in self.link.request(K_GET_STATES, GetStates(req=self.link.next_seq(), paths=page)):
-                for path, blob in reply.header.get("states", {}).items():
+                for path, blob in cast(State, reply.header).get("states", {}).items():
                     if blob is not None:
                         self.states[path] = blob
 
@@ -564,7 +567,7 @@ class Scanner:
                 continue
             for sid, name in pairs:
                 if self.sent_titles.get((root.agent, sid)) != name:
-                    self.builder.titles.append([root.agent, sid, name])
+                    self.builder.titles.append(Title(root.agent, sid, name))
                     self.builder.add_header_bytes(len(sid) + len(name) + 16)
                     self.sent_titles[(root.agent, sid)] = name
                     if self.builder.full:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 
 from aivault import protocol as p
@@ -29,25 +30,30 @@ def test_methods_in_the_document_are_the_methods_in_the_code() -> None:
     assert sorted(_bullets("methods")) == sorted(p.RPC_METHODS)
 
 
+# A result kind written as a value: a dict literal's ``"kind": "..."`` or a record's ``kind="..."``.
+_KIND_WRITTEN = r'"kind": "({kinds})"|\bkind="({kinds})"'
+
+
 def test_result_kinds_in_the_document_are_the_kinds_the_code_returns() -> None:
-    """The documented result kinds equal RESULT_KINDS and every kind literal in the code that answers
-    (``unavailable`` is written once, by its constructor in aivault/protocol.py)."""
+    """The documented result kinds equal RESULT_KINDS and the kinds of the result records, each made by its
+    constructor in aivault/protocol.py."""
     documented = sorted(_bullets("result-kinds"))
     assert documented == sorted(p.RESULT_KINDS)
-    literals: set[str] = set()
-    answering = [SRC / "query", SRC / "broker", SRC / "aivault" / "vault"]
-    for path in [*(f for d in answering for f in d.rglob("*.py")), SRC / "aivault" / "protocol.py"]:
-        literals |= set(re.findall(r'"kind": "([a-z-]+)"', path.read_text()))
-    assert sorted(literals) == documented
+    written = re.findall(_KIND_WRITTEN.format(kinds="[a-z-]+"), (SRC / "aivault" / "protocol.py").read_text())
+    assert sorted({a or b for a, b in written}) == documented
+    records = (p.Results, p.Unavailable, p.StaleCursor, p.MalformedCursor)
+    assert sorted(typing.get_args(typing.get_type_hints(r)["kind"])[0] for r in records) == documented
 
 
 def test_the_contracts_values_are_written_once() -> None:
-    """``unavailable`` and the status sentinel are made by their constructors in aivault/protocol.py only."""
+    """The result kinds and status are made by their constructors in aivault/protocol.py only: no other module of
+    the product writes a result kind or a status field as a literal."""
+    kinds = "|".join(re.escape(k) for k in p.RESULT_KINDS)
+    pattern = re.compile(_KIND_WRITTEN.format(kinds=kinds) + r'|"filesIndexed":|\bfilesIndexed=')
     writers = []
     for folder in ("aivault", "scanner", "indexer", "query", "broker"):
         for path in (SRC / folder).rglob("*.py"):
-            text = path.read_text()
-            if re.search(r'"kind": "unavailable"|dict\(STATUS_SENTINEL\)|\*\*STATUS_SENTINEL', text):
+            if pattern.search(path.read_text()):
                 writers.append(str(path.relative_to(SRC)))
     assert writers == ["aivault/protocol.py"]
 

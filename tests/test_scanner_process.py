@@ -70,7 +70,7 @@ def test_a_refused_batch_is_set_aside_and_reported_instead_of_resent_for_ever(tm
     try:
         hello = fake.until(K_HELLO)
         fake.send(K_STATE, {"req": hello.header["req"], "epoch": 1, "files": [], "last": True})
-        fake.send(K_RECONCILE, {"req": 1, "full": True})
+        fake.send(K_RECONCILE, {"req": 1, "full": True, "cutoff_ms": None})
         batch = fake.until(K_BATCH)
         fake.send(K_NACK, {"seq": batch.header["seq"], "reason": "invalid batch: test", "poison": True,
                            "retry_after_s": 0.5})
@@ -80,7 +80,7 @@ def test_a_refused_batch_is_set_aside_and_reported_instead_of_resent_for_ever(tm
         done = fake.until(K_PASS_DONE)
         assert [f["path"] for f in done.header["failed"]] == [str(c.path)]
         assert "the indexer refused it: invalid batch: test" in done.header["failed"][0]["reason"]
-        fake.send(K_RECONCILE, {"req": 2, "full": True})
+        fake.send(K_RECONCILE, {"req": 2, "full": True, "cutoff_ms": None})
         while (msg := fake.recv(3.0)) is not None and msg.kind != K_PASS_DONE:
             assert msg.kind != K_BATCH, "a set-aside file was sent again"
         assert fake.proc.poll() is None

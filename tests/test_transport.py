@@ -67,7 +67,7 @@ def test_the_scanner_stops_sending_when_the_indexer_stops_acknowledging(tmp_path
             router.send_multipart([ident, *encode_ingest(kind, header)])
 
         send(K_STATE, {"req": msg.header["req"], "epoch": 1, "files": [], "last": True})
-        send(K_RECONCILE, {"req": 1, "full": True})
+        send(K_RECONCILE, {"req": 1, "full": True, "cutoff_ms": None})
         batches: list[int] = []
         while True:
             frames = _recv(router, 3.0)
