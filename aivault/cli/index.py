@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aivault import config, log
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, add_local_only, add_roots
-from aivault.errors import AivaultError, InvalidRoot
+from aivault.errors import InvalidRoot
 from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR, METHOD_RECONCILE, METHOD_STATS
 
@@ -111,7 +111,6 @@ def _interrupted() -> bool:
 
 
 def cmd_index(args: argparse.Namespace, home: Home) -> int:
-    from aivault import lastrun
     from aivault import policy as policy_mod
     from aivault.broker.client import Connection
     from aivault.render import ProgressLine
@@ -136,23 +135,11 @@ def cmd_index(args: argparse.Namespace, home: Home) -> int:
         finally:
             bar.finish()
     else:
-        run_started = int(time.time() * 1000)
-        lastrun.started(home, run_started)
         from aivault.vault import oneshot
 
-        try:
+        with oneshot.recorded_run(home):
             done = _one_shot(home, args, bar, t0)
             oneshot.verify(home)
-        except KeyboardInterrupt:
-            lastrun.ended(home, run_started, int(time.time() * 1000), "interrupted (Ctrl-C) before it finished")
-            raise
-        except AivaultError as exc:
-            lastrun.ended(home, run_started, int(time.time() * 1000), str(exc))
-            raise
-        except Exception as exc:
-            lastrun.ended(home, run_started, int(time.time() * 1000), f"{exc.__class__.__name__}: {exc}")
-            raise
-        lastrun.ended(home, run_started, int(time.time() * 1000))
         summary, reclaimed, lexical_s = done.summary, done.reclaim, done.lexical_s
         if done.vectors_s is not None:
             vectors_note = f"; embedded {done.embedded:,} chunks in {done.vectors_s:.1f} s"
@@ -248,14 +235,13 @@ def cmd_clear(args: argparse.Namespace, home: Home) -> int:
     daemon = _run_daemon(home, args, schedule=False)
     bar = ProgressLine()
     try:
-        summary = oneshot.rebuild(daemon.service, progress=bar, interrupted=_interrupted)
-        value = {"cleared": True, "removed": removed, "rebuilding": summary is not None,
-                 "identity": daemon.service.identity}
+        value = oneshot.rebuild_after_clear(daemon.service, removed, progress=bar, interrupted=_interrupted)
     finally:
         daemon.close()
     if args.json:
-        print(json.dumps({**value, "rebuild": summary}))
+        print(json.dumps(value))
         return EXIT_OK
+    summary = value["rebuild"]
     print(f"cleared the index in {home.path} ({len(value['removed'])} file(s) removed)"
           + (f"; rebuilt: {summary['messages']:,} messages from {summary['files_changed']:,} files" if summary
              else "; not rebuilt: search is disabled (`aivault enable` turns it on)"))

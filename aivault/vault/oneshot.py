@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from aivault import lastrun
 from aivault.errors import AivaultError, EmbedError
 from aivault.home import Home
 from aivault.indexer.store import connect, verify_readable
@@ -137,6 +138,39 @@ def rebuild(service: LocalService, *, progress: Progress, interrupted: Interrupt
     return summary
 
 
+def rebuild_after_clear(service: LocalService, removed: list[str], *, progress: Progress,
+                        interrupted: Interrupted) -> dict[str, Any]:
+    """What ``aivault clear`` answers without a daemon: the files ``clear_offline`` removed, and the new
+    index built over ``service`` (``rebuild`` is None when consent is off)."""
+    summary = rebuild(service, progress=progress, interrupted=interrupted)
+    return {"cleared": True, "removed": removed, "rebuilding": summary is not None, "identity": service.identity,
+            "rebuild": summary}
+
+
+@contextlib.contextmanager
+def recorded_run(home: Home) -> Iterator[None]:
+    """The one-shot index's record (aivault/lastrun.py): running from here; done when the block ends, or
+    failed with why (an interrupt, an aivault error's message, any other exception's class and message)."""
+    started = _now_ms()
+    lastrun.started(home, started)
+    try:
+        yield
+    except KeyboardInterrupt:
+        lastrun.ended(home, started, _now_ms(), "interrupted (Ctrl-C) before it finished")
+        raise
+    except AivaultError as exc:
+        lastrun.ended(home, started, _now_ms(), str(exc))
+        raise
+    except Exception as exc:
+        lastrun.ended(home, started, _now_ms(), f"{exc.__class__.__name__}: {exc}")
+        raise
+    lastrun.ended(home, started, _now_ms())
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def verify(home: Home) -> None:
     """An index that cannot read itself back is not "indexed": read every table once (IndexDamaged if not)."""
     con = connect(home.db_path, read_only=True)
@@ -146,4 +180,5 @@ def verify(home: Home) -> None:
         con.close()
 
 
-__all__ = ["OneShot", "index_once", "rebuild", "verify", "wait", "with_progress"]
+__all__ = ["OneShot", "index_once", "rebuild", "rebuild_after_clear", "recorded_run", "verify", "wait",
+           "with_progress"]
