@@ -53,6 +53,17 @@ class MethodNotFound(AivaultError):
     code = p.ERR_METHOD_NOT_FOUND
 
 
+def old_peer_answer(method: str, exc: BaseException) -> p.Unavailable | p.Status:
+    """The old-peer rule (docs/contract.md §7), for whoever hears a peer's answer: a method-not-found from
+    a peer that predates ``method`` stands for the answer its table row names (``unavailable/no-service``,
+    the status sentinel); any other failure, or a method with no such answer, is raised as it came."""
+    row = p.METHODS.get(method)
+    answer = row.old_peer_answer() if row is not None and isinstance(exc, MethodNotFound) else None
+    if answer is None:
+        raise exc
+    return answer
+
+
 class HostUnavailable(AivaultError):
     """The addressed execution host cannot be reached; never answered from another host."""
 

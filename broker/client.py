@@ -31,6 +31,7 @@ from aivault.errors import (
     MethodNotFound,
     ProtocolError,
     from_error_value,
+    old_peer_answer,
 )
 from aivault.home import Home
 from aivault.protocol import (
@@ -40,7 +41,6 @@ from aivault.protocol import (
     METHOD_PING,
     METHOD_SEARCH,
     METHOD_STATUS,
-    METHODS,
     PING_TIMEOUT_S,
     RPC_BUSY_RETRY_MAX_S,
     RPC_BUSY_RETRY_S,
@@ -267,12 +267,8 @@ class Connection:
     def _ask(self, method: str, params: Any, host: str | None, timeout_s: float | None) -> Any:
         try:
             return self._send(method, params, host, timeout_s)
-        except MethodNotFound:
-            row = METHODS.get(method)
-            answer = row.old_peer_answer() if row is not None else None
-            if answer is None:
-                raise
-            return answer
+        except MethodNotFound as exc:
+            return old_peer_answer(method, exc)
 
     def _send(self, method: str, params: Any, host: str | None, timeout_s: float | None) -> Any:
         local = host is None or host == "local"

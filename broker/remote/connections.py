@@ -32,14 +32,13 @@ from aivault.broker.exposure import Transport, redact_read, redact_search, redac
 from aivault.broker.remote.hostconfig import HostEntry, RemoteSettings, hosts_stamp, load_hosts, remote_settings
 from aivault.broker.remote.hosts import Host
 from aivault.broker.remote.link import Link
-from aivault.errors import AivaultError, HostUnavailable, MethodNotFound, NotPermitted, ProtocolError
+from aivault.errors import AivaultError, HostUnavailable, NotPermitted, ProtocolError, old_peer_answer
 from aivault.home import Home
 from aivault.protocol import (
     METHOD_PING,
     METHOD_READ,
     METHOD_SEARCH,
     METHOD_STATUS,
-    METHODS,
     REMOTE_CLIENT_METHODS,
     RESULT_KINDS,
     STATUS_PHASES,
@@ -232,10 +231,7 @@ class HostConnections:
     def _incoming(self, host: Host, transport: Transport, method: str, done: Future[Any]) -> Any:
         exc = done.exception()
         if exc is not None:
-            answer = METHODS[method].old_peer_answer() if isinstance(exc, MethodNotFound) else None
-            if answer is None:
-                raise exc
-            return answer
+            return old_peer_answer(method, exc)
         value = done.result()
         if method == METHOD_SEARCH:
             return self._search_result(host, transport, value)
