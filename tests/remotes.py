@@ -1,7 +1,7 @@
 """Helpers for the remote-host tests: a fake ssh, a second data directory, a relay spoken to directly.
 
 The fake ssh is the part that is not ssh: it runs the remote command on this machine, as
-``ssh <target> <command>`` would on the target (tests/test_ssh.py uses a real sshd instead). Everything
+``ssh <target> <command>`` would on the target (tests/system/test_ssh.py uses a real sshd instead). Everything
 behind it is real: ``aivault relay --stdio`` as a child process, its stream, its data directory.
 """
 

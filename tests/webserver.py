@@ -112,7 +112,7 @@ class WebProcess:
 def as_nobody(code: str, *args: str) -> Any:
     """Run Python ``code`` as the user nobody (another local user); the JSON it prints on its last line.
 
-    Skipped unless the tests run as root with setpriv (util-linux), as tests/test_home.py's are.
+    Skipped unless the tests run as root with setpriv (util-linux), as tests/system/test_home.py's are.
     """
     if os.getuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to act as another local user")

@@ -21,8 +21,8 @@ from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import amp as b
 from tests.conftest import InprocDaemon
 
-QUIRKS = Path(__file__).resolve().parent / "fixtures" / "quirks" / "amp"
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "amp"
+QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks" / "amp"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "amp"
 T1 = "T-0199bbbb-0000-7000-8000-000000000001"
 T2 = "T-0199bbbb-0000-7000-8000-000000000002"
 

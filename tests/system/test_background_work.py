@@ -18,7 +18,7 @@ from aivault.home import Home
 from aivault.priority import SearchGate
 from tests.builders import ClaudeWriter
 from tests.conftest import InprocDaemon, wait_until
-from tests.test_semantic import TOPICS, semantic_on
+from tests.system.test_semantic import TOPICS, semantic_on
 
 
 def _write(roots: dict[str, Path], sessions: int, per_session: int) -> None:

@@ -11,8 +11,8 @@ from aivault.codec import RpcRequest
 from aivault.errors import AivaultError, MethodNotFound
 from aivault.home import Home
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
-SRC = Path(__file__).resolve().parent.parent
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+SRC = Path(__file__).resolve().parents[2]
 
 
 def _section_after(marker: str) -> str:

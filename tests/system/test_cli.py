@@ -340,7 +340,7 @@ def test_version_prints_the_package_version(home: Home) -> None:
 
     import aivault
 
-    declared = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert aivault.__version__ == declared["project"]["version"]
     for args in (["--version"], ["--home", str(home.path), "--version"]):
         out = run_cli(home.path, *args)

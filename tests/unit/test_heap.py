@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # 200 MB of 2-KB blocks (malloc's, not pymalloc's), one in fifty kept: glibc cannot give the freed
 # ones back from the top of its heap, so they stay resident until malloc_trim.

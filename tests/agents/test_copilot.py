@@ -27,7 +27,7 @@ from tests.builders.copilot import CopilotWriter
 from tests.conftest import InprocDaemon
 from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "copilot-cli" / "agent-sessions" / "copilot"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "copilot"
 SAMPLES = REPO / "samples" / "copilot" / ".copilot"

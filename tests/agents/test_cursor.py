@@ -27,7 +27,7 @@ from tests.builders.cursor import CursorWriter
 from tests.conftest import InprocDaemon
 from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "cursor" / "agent-sessions"
 CORPUS_STORE = CORPUS / "chats-store" / "store.db"
 CORPUS_STORE_ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"

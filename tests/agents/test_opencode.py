@@ -25,9 +25,9 @@ from aivault.scanner.parsers import opencode
 from aivault.scanner.parsers.sqlite_units import snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.conftest import InprocDaemon, cli_env, lexical_only, pid_alive, restart_and_stop_cleanly, wait_until
-from tests.test_crash import assert_same_index, fingerprint
+from tests.system.test_crash import assert_same_index, fingerprint
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "opencode" / "agent-sessions" / "opencode" / "storage_v2"
 SAMPLE = REPO / "samples" / "opencode" / ".local" / "share" / "opencode"
 T0 = 1_772_500_000_000
@@ -417,7 +417,7 @@ def test_daemon_indexes_a_session_once_and_rereads_a_change_once(inproc_daemon: 
     assert len(inproc_daemon.search("kestrel", limit=10)["hits"]) == 1
 
 
-# -- kill -9 (tests/test_crash.py, for a database) ---------------------------------------------------------
+# -- kill -9 (tests/system/test_crash.py, for a database) ---------------------------------------------------------
 # Several batches (4,000 messages each) in flight, the first five of them all inside one session listed
 # first, so a kill after three commits lands inside that session (its later parts resume from the
 # committed message offset).

@@ -22,8 +22,8 @@ from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders.aider import AiderWriter
 from tests.conftest import InprocDaemon
 
-QUIRKS = Path(__file__).resolve().parent / "fixtures" / "quirks" / "aider"
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "aider"
+QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks" / "aider"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "aider"
 
 
 def _chats(root: Path, dirs: dict[str, int] | None = None, full: bool = True) -> list[Found]:

@@ -1,7 +1,7 @@
 """Vector neighbours are results only when similar enough, are marked, and are the same without a daemon.
 
 Real DuckDB, the real local model (all-minilm-l6-v2 through llama.cpp) and real daemons; the
-corpus is the five unrelated sessions of tests/test_semantic.py.
+corpus is the five unrelated sessions of tests/system/test_semantic.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aivault.home import Home
 from aivault.query.hybrid import SIMILARITY_FLOOR
 from aivault.render import SIMILAR_TAG, print_results
 from tests.conftest import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
-from tests.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
+from tests.system.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
 
 NONSENSE = ("xyzzyplugh", "qwrtzp vbnmkl", "best hiking trails in patagonia in winter")
 # No word of this occurs in the k8s session (nor in any other); only its meaning matches.

@@ -20,7 +20,7 @@ from aivault.query.postings import PostingsSidecars, sidecar_dir
 from tests.builders import ClaudeWriter
 from tests.conftest import empty_roots, merged_daemon
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _write_elsewhere(con: duckdb.DuckDBPyConnection) -> None:

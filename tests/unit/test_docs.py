@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SIGN = "\u00a7"
 _SKIP_DIRS = frozenset({".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
                         ".ruff_cache", "node_modules"})

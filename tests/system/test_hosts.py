@@ -1,6 +1,6 @@
 """Remote execution hosts behind a fake ssh (docs/protocol.md §5): the relay spoken to directly, the
 client's routing (broker/remote/connections.py) in this process and through a real daemon, and relays that
-misbehave on purpose (tests/fake_relay.py). tests/test_ssh.py does the same paths over a real sshd.
+misbehave on purpose (tests/fake_relay.py). tests/system/test_ssh.py does the same paths over a real sshd.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from tests.builders import qwen as qb
 from tests.builders.common import BASE_TIME, iso
 from tests.conftest import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "qwen-code" / "agent-sessions" / "qwen"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "qwen" / ".qwen"
 SAMPLES = REPO / "samples" / "qwen" / ".qwen"

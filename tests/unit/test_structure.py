@@ -12,7 +12,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ROLES = ("scanner", "indexer", "query", "broker")
 # Lowest first: a module may import its own layer and the ones below it, never one above.
 LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.vault", 4),

@@ -34,7 +34,7 @@ from aivault.embed import models
 from aivault.embed.local import LocalEmbedder
 from aivault.embed.remote import RemoteEmbedder
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "embed" / "reference.json"
 MODEL = "all-minilm-l6-v2"
 

@@ -17,7 +17,7 @@ from tests.builders import gemini as gb
 from tests.builders.common import BASE_TIME, iso
 from tests.conftest import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "gemini-cli"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "gemini" / ".gemini"
 SAMPLES = REPO / "samples" / "gemini" / ".gemini"

@@ -17,7 +17,7 @@ from aivault.scanner.parsers import goose
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.conftest import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "goose" / "data" / "sessions"  # GOOSE_PATH_ROOT=samples/goose
 QUIRK = REPO / "tests/fixtures/quirks/goose/.local/share/goose/sessions/20250212_3.jsonl"
 S0 = 1_772_900_000

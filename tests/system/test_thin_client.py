@@ -19,7 +19,7 @@ import pytest
 from aivault.home import Home, write_private
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.conftest import DaemonProcess, InprocDaemon, cli_env, root_args, run_cli
-from tests.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
+from tests.system.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
 
 # Runs the command as the console script does, then lists what the process imported.
 PROBE = """

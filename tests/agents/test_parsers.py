@@ -21,7 +21,7 @@ from tests.line_parsers import assert_resumes_at_every_split, file_lines
 
 AnyParser = ClaudeParser | CodexParser
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 CORPUS = FIXTURES / "corpus"
 QUIRKS = FIXTURES / "quirks"

@@ -23,7 +23,7 @@ from tests.conftest import DaemonProcess
 from tests.webserver import WebProcess
 
 CHROMIUM = os.environ.get("AIVAULT_TEST_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "build" / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
 
 if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
     pytest.skip(f"no Chromium at {CHROMIUM} (Debian package chromium; ./dev test installs it)",

@@ -1,0 +1,1 @@
+"""Unit tests: one module or function each, in this process (no daemon; at most a bare child Python for isolation)."""
