@@ -20,10 +20,11 @@ from aivault.scanner.agents import SPECS
 from aivault.scanner.parsers import aider
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders.aider import AiderWriter
-from tests.conftest import InprocDaemon
+from tests.support.common import FIXTURES, REPO
+from tests.support.daemons import InprocDaemon
 
-QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks" / "aider"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "aider"
+QUIRKS = FIXTURES / "quirks" / "aider"
+SAMPLES = REPO / "samples" / "aider"
 
 
 def _chats(root: Path, dirs: dict[str, int] | None = None, full: bool = True) -> list[Found]:

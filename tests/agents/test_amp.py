@@ -19,10 +19,11 @@ from aivault.scanner.agents import SPECS
 from aivault.scanner.parsers import amp
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import amp as b
-from tests.conftest import InprocDaemon
+from tests.support.common import FIXTURES, REPO
+from tests.support.daemons import InprocDaemon
 
-QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks" / "amp"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "amp"
+QUIRKS = FIXTURES / "quirks" / "amp"
+SAMPLES = REPO / "samples" / "amp"
 T1 = "T-0199bbbb-0000-7000-8000-000000000001"
 T2 = "T-0199bbbb-0000-7000-8000-000000000002"
 

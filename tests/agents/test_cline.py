@@ -24,13 +24,14 @@ from aivault.scanner.agents import SPECS
 from aivault.scanner.parsers import cline
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import cline as b
-from tests.conftest import InprocDaemon, cli_env, lexical_only, restart_and_stop_cleanly, wait_until
-from tests.system.test_crash import assert_same_index, fingerprint
+from tests.support.common import FIXTURES, REPO, cli_env, lexical_only, wait_until
+from tests.support.daemons import InprocDaemon, restart_and_stop_cleanly
+from tests.support.index import assert_same_index, fingerprint
 
-QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks"
+QUIRKS = FIXTURES / "quirks"
 CLINE_EXT = QUIRKS / "cline" / "saoudrizwan.claude-dev"
 ROO_EXT = QUIRKS / "roo" / "rooveterinaryinc.roo-cline"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = REPO / "samples"
 
 
 def _units(agent: str, root: Path) -> dict[str, Unit]:

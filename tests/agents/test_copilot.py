@@ -24,10 +24,10 @@ from aivault.scanner.sources import Found, Root
 from aivault.scanner.spec import file_discovery
 from tests.builders import copilot as cb
 from tests.builders.copilot import CopilotWriter
-from tests.conftest import InprocDaemon
-from tests.line_parsers import assert_resumes_at_every_split, file_lines
+from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
+from tests.support.line_parsers import assert_resumes_at_every_split, file_lines
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "copilot-cli" / "agent-sessions" / "copilot"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "copilot"
 SAMPLES = REPO / "samples" / "copilot" / ".copilot"

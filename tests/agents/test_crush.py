@@ -14,8 +14,8 @@ from aivault.errors import UnitUnreadable
 from aivault.home import Home
 from aivault.scanner.parsers import crush
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
+from tests.support.common import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "crush"
 S0 = 1_772_900_000  # seconds, as Crush stores them
 

@@ -24,10 +24,10 @@ from aivault.scanner.sources import Found, Root, RootProblem
 from tests.builders import cursor as cb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.builders.cursor import CursorWriter
-from tests.conftest import InprocDaemon
-from tests.line_parsers import assert_resumes_at_every_split, file_lines
+from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
+from tests.support.line_parsers import assert_resumes_at_every_split, file_lines
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "cursor" / "agent-sessions"
 CORPUS_STORE = CORPUS / "chats-store" / "store.db"
 CORPUS_STORE_ID = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"

@@ -11,7 +11,7 @@ from aivault.scanner.model import Message
 from aivault.scanner.parsers.claude import ClaudeParser
 from aivault.scanner.parsers.codex import CodexParser
 from tests.builders import codex as cx
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 
 def _uuid7(ms: int) -> str:

@@ -15,9 +15,9 @@ from aivault.scanner.parsers import gemini
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
 from tests.builders import gemini as gb
 from tests.builders.common import BASE_TIME, iso
-from tests.conftest import InprocDaemon
+from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "gemini-cli"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "gemini" / ".gemini"
 SAMPLES = REPO / "samples" / "gemini" / ".gemini"

@@ -15,9 +15,9 @@ from aivault.errors import ParserStateError, UnitUnreadable
 from aivault.scanner.model import Message
 from aivault.scanner.parsers import goose
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
-from tests.conftest import InprocDaemon
+from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "goose" / "data" / "sessions"  # GOOSE_PATH_ROOT=samples/goose
 QUIRK = REPO / "tests/fixtures/quirks/goose/.local/share/goose/sessions/20250212_3.jsonl"
 S0 = 1_772_900_000

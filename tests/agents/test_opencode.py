@@ -24,10 +24,10 @@ from aivault.home import Home
 from aivault.scanner.parsers import opencode
 from aivault.scanner.parsers.sqlite_units import snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
-from tests.conftest import InprocDaemon, cli_env, lexical_only, pid_alive, restart_and_stop_cleanly, wait_until
-from tests.system.test_crash import assert_same_index, fingerprint
+from tests.support.common import REPO, cli_env, lexical_only, pid_alive, wait_until
+from tests.support.daemons import InprocDaemon, restart_and_stop_cleanly
+from tests.support.index import assert_same_index, fingerprint
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "opencode" / "agent-sessions" / "opencode" / "storage_v2"
 SAMPLE = REPO / "samples" / "opencode" / ".local" / "share" / "opencode"
 T0 = 1_772_500_000_000

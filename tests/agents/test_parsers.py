@@ -17,11 +17,11 @@ from aivault.scanner.parsers.claude import ClaudeParser
 from aivault.scanner.parsers.codex import CodexParser, read_session_index
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title
-from tests.line_parsers import assert_resumes_at_every_split, file_lines
+from tests.support.common import REPO
+from tests.support.line_parsers import assert_resumes_at_every_split, file_lines
 
 AnyParser = ClaudeParser | CodexParser
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 CORPUS = FIXTURES / "corpus"
 QUIRKS = FIXTURES / "quirks"

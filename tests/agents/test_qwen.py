@@ -15,9 +15,9 @@ from aivault.scanner.parsers import qwen
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
 from tests.builders import qwen as qb
 from tests.builders.common import BASE_TIME, iso
-from tests.conftest import InprocDaemon
+from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "qwen-code" / "agent-sessions" / "qwen"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "qwen" / ".qwen"
 SAMPLES = REPO / "samples" / "qwen" / ".qwen"

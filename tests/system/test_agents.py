@@ -18,8 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from aivault.agents import texts
 from aivault.home import Home
-from tests.conftest import cli_env, run_cli
-from tests.mcphttp import McpHttpProcess
+from tests.support.common import cli_env, run_cli
+from tests.support.mcphttp import McpHttpProcess
 
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")
 

@@ -17,8 +17,9 @@ import pytest
 from aivault.home import Home
 from aivault.priority import SearchGate
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, wait_until
-from tests.system.test_semantic import TOPICS, semantic_on
+from tests.support.common import wait_until
+from tests.support.daemons import InprocDaemon
+from tests.support.semantic import TOPICS, semantic_on
 
 
 def _write(roots: dict[str, Path], sessions: int, per_session: int) -> None:

@@ -38,7 +38,8 @@ from aivault.protocol import (
     RPC_MAX_FRAME_BYTES,
 )
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, cli_env, lexical_only, log_events, pid_alive, run_cli, wait_until
+from tests.support.common import cli_env, lexical_only, log_events, pid_alive, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
 
 # Descriptors the daemon may open beyond its count at rest while under test (a few client
 # connections still closing); a leak per request would be hundreds.

@@ -17,7 +17,8 @@ import duckdb
 from aivault import policy
 from aivault.home import Home
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, pid_alive, run_cli, wait_until
+from tests.support.common import REPO, pid_alive, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
 
 
 def _index(home: Home, roots: dict[str, Path]) -> str:
@@ -230,7 +231,7 @@ def test_a_closed_pipe_ends_output_quietly(home: Home, roots: dict[str, Path]) -
     import subprocess
     import sys
 
-    from tests.conftest import cli_env
+    from tests.support.common import cli_env
 
     for args in (["status"], ["search", "lock"]):
         p = subprocess.run(f"{sys.executable} -m aivault.cli {' '.join(args)} | head -c 5", shell=True,
@@ -312,7 +313,7 @@ def test_ctrl_c_during_index_exits_130_without_a_libzmq_assertion(home: Home, ro
     import subprocess
     import sys
 
-    from tests.conftest import cli_env
+    from tests.support.common import cli_env
 
     for s in range(12):
         c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/p{s}")
@@ -340,7 +341,7 @@ def test_version_prints_the_package_version(home: Home) -> None:
 
     import aivault
 
-    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert aivault.__version__ == declared["project"]["version"]
     for args in (["--version"], ["--home", str(home.path), "--version"]):
         out = run_cli(home.path, *args)

@@ -20,7 +20,8 @@ from aivault.errors import InvalidParams
 from aivault.home import Home
 from aivault.protocol import METHOD_SEARCH
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon, lexical_only
+from tests.support.common import lexical_only
+from tests.support.daemons import DaemonProcess, InprocDaemon
 
 N_PAGING = 120
 

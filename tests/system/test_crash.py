@@ -25,17 +25,9 @@ from aivault import policy
 from aivault.home import Home
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.conftest import (
-    REPO,
-    DaemonProcess,
-    cli_env,
-    lexical_only,
-    pid_alive,
-    restart_and_stop_cleanly,
-    root_args,
-    run_cli,
-    wait_until,
-)
+from tests.support.common import REPO, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
+from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
+from tests.support.index import assert_same_index, fingerprint
 
 MESSAGES = 60_000
 
@@ -55,31 +47,6 @@ def _root_args(corpus: Path) -> list[str]:
 def _index(home: Path, corpus: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "aivault.cli", "index", *_root_args(corpus)],
                           env=env or cli_env(home), capture_output=True, text=True, timeout=600)
-
-
-def fingerprint(db: Path) -> tuple[Counter[tuple[Any, ...]], int, int]:
-    """(chunk multiset keyed by session/ordinal/part/text, live posting count, message total)."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        chunks = Counter(con.execute(
-            """SELECT s.agent, s.session_id, s.file_id IS NOT NULL, c.ord, c.part, md5(c.text)
-               FROM chunks c JOIN sessions s USING (sess)""").fetchall())
-        segs = [r[0] for r in con.execute("SELECT name FROM segments").fetchall()]
-        union = " UNION ALL ".join(f"SELECT sess FROM {s}" for s in segs)
-        postings = con.execute(f"SELECT count(*) FROM ({union}) WHERE sess IN (SELECT sess FROM sessions)").fetchone()
-        msgs = con.execute("SELECT sum(message_count) FROM sessions").fetchone()
-        return chunks, int(postings[0]), int(msgs[0])  # type: ignore[index]
-    finally:
-        con.close()
-
-
-def assert_same_index(db: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
-    """Compare with the clean index, reporting a short difference (pytest's diff of 60k keys takes minutes)."""
-    chunks, postings, msgs = fingerprint(db)
-    extra, lost = chunks - reference[0], reference[0] - chunks
-    assert (not extra and not lost and postings == reference[1] and msgs == reference[2]), (
-        f"extra chunks {sum(extra.values())} e.g. {list(extra)[:3]}; lost chunks {sum(lost.values())} "
-        f"e.g. {list(lost)[:3]}; postings {postings} vs {reference[1]}; messages {msgs} vs {reference[2]}")
 
 
 @pytest.fixture(scope="module")

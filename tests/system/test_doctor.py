@@ -7,7 +7,8 @@ from pathlib import Path
 
 from aivault.home import Home
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, run_cli
+from tests.support.common import run_cli
+from tests.support.daemons import DaemonProcess
 
 
 def _args(roots: dict[str, Path], *extra: str) -> list[str]:

@@ -33,7 +33,8 @@ from aivault.query.snippets import Matcher, _best_window, _spans
 from aivault.text import iter_tokens, normalize, query_terms, stem, term_hash
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, empty_roots, merged_daemon
+from tests.support.common import empty_roots
+from tests.support.daemons import InprocDaemon, merged_daemon
 
 
 class Index:

@@ -15,7 +15,7 @@ import pytest
 
 from aivault.home import Home
 from tests.builders import ClaudeWriter
-from tests.conftest import cli_env, run_cli
+from tests.support.common import cli_env, run_cli
 
 NOBODY = 65534
 

@@ -1,6 +1,6 @@
 """Remote execution hosts behind a fake ssh (docs/protocol.md §5): the relay spoken to directly, the
 client's routing (broker/remote/connections.py) in this process and through a real daemon, and relays that
-misbehave on purpose (tests/fake_relay.py). tests/system/test_ssh.py does the same paths over a real sshd.
+misbehave on purpose (tests/support/fake_relay.py). tests/system/test_ssh.py does the same paths over a real sshd.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from aivault.protocol import (
     STATUS_SENTINEL,
 )
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, cli_env, run_cli
-from tests.fake_relay import HIT
-from tests.remotes import (
+from tests.support.common import cli_env, run_cli
+from tests.support.daemons import DaemonProcess
+from tests.support.fake_relay import HIT
+from tests.support.remotes import (
     RelayProcess,
     Remote,
     add_ssh,

@@ -18,9 +18,8 @@ import duckdb
 from aivault.indexer.duck import one
 from aivault.query.postings import PostingsSidecars, sidecar_dir
 from tests.builders import ClaudeWriter
-from tests.conftest import empty_roots, merged_daemon
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.common import REPO, empty_roots
+from tests.support.daemons import merged_daemon
 
 
 def _write_elsewhere(con: duckdb.DuckDBPyConnection) -> None:

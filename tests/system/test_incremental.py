@@ -12,7 +12,7 @@ import pytest
 from aivault.codec import RpcRequest
 from aivault.protocol import METHOD_STATUS
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 
 def _ids(r: dict[str, Any]) -> list[str]:
@@ -142,7 +142,7 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
     """A root that cannot be listed and a transcript that cannot be read degrade status, not indexing."""
     from aivault.broker.daemon import Daemon
     from aivault.home import Home
-    from tests.conftest import root_args
+    from tests.support.common import root_args
 
     assert isinstance(home, Home)
     ok = ClaudeWriter(roots["claude"])

@@ -22,7 +22,8 @@ from aivault.errors import AuthenticationError, DaemonUnreachable, ReconcileFail
 from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon, wait_until
+from tests.support.common import wait_until
+from tests.support.daemons import DaemonProcess, InprocDaemon
 
 
 def _seed(roots: dict[str, Path], n: int = 12, word: str = "gizmo") -> list[ClaudeWriter]:
@@ -224,7 +225,7 @@ def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[
     from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_status
     from bench.gen_corpus import generate
-    from tests.conftest import root_args
+    from tests.support.common import root_args
 
     generate(roots["claude"].parent.parent / "g", 40_000, seed=2)
     g = roots["claude"].parent.parent / "g"
@@ -274,7 +275,7 @@ def test_a_registered_service_answers_disabled_or_not_ready(home: Home, roots: d
     """Registering grants no consent (disabled); a service that never indexed answers not-ready."""
     from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_sessions
-    from tests.conftest import root_args
+    from tests.support.common import root_args
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     try:
@@ -394,7 +395,7 @@ def test_disable_keeps_the_index_and_enable_resumes_without_reindexing(home: Hom
 
 def test_clear_deletes_the_index_and_sidecars_but_never_a_transcript(home: Home, roots: dict[str, Path]) -> None:
     """clear removes the database and its sidecars, keeps every transcript byte, rebuilds only if enabled."""
-    from tests.conftest import run_cli
+    from tests.support.common import run_cli
 
     _seed(roots, 5)
     CodexWriter(roots["codex"]).user("gizmo from codex")
@@ -433,7 +434,7 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
     # The test drives one sweep on the writer itself: keep the idle clean-up off that connection.
     monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
     from aivault.vault.endpoints import search_sessions, search_status
-    from tests.conftest import root_args
+    from tests.support.common import root_args
 
     old_start = datetime.now(UTC) - timedelta(days=100)
     for i in range(450):

@@ -12,7 +12,8 @@ from aivault.home import Home
 from aivault.scanner.reader import MAX_LINE_BYTES
 from aivault.scanner.scan import TAIL_SETTLE_S
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, run_cli
+from tests.support.common import run_cli
+from tests.support.daemons import InprocDaemon
 
 _T = "2026-03-01T10:00:0{}.000Z"
 

@@ -23,9 +23,10 @@ from aivault.home import Home
 from aivault.mcp.http_transport import MAX_SESSIONS
 from aivault.mcp.tools import SESSION_ENV
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, cli_env, root_args, run_cli, wait_until
-from tests.mcphttp import ACCEPT, INITIALIZE, McpHttpProcess
-from tests.webserver import probe_as_nobody
+from tests.support.common import cli_env, root_args, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
+from tests.support.mcphttp import ACCEPT, INITIALIZE, McpHttpProcess
+from tests.support.webserver import probe_as_nobody
 
 Body = Callable[[Client], Awaitable[Any]]
 

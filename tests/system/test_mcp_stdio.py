@@ -21,7 +21,7 @@ from aivault.home import Home
 from aivault.mcp.stdio import STDIO_MAX_LINE_BYTES
 from aivault.mcp.tools import SESSION_ENV
 from aivault.protocol import RPC_ECHO_MAX_CHARS
-from tests.conftest import cli_env
+from tests.support.common import cli_env
 
 PARSE = {"code": -32700, "message": "Parse error"}
 INVALID = {"code": -32600, "message": "Invalid Request"}

@@ -18,8 +18,8 @@ import pytest
 from aivault.home import Home
 from aivault.query.hybrid import SIMILARITY_FLOOR
 from aivault.render import SIMILAR_TAG, print_results
-from tests.conftest import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
-from tests.system.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
+from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
+from tests.support.semantic import PARAPHRASE, semantic_on, wait_vectors, write_topics
 
 NONSENSE = ("xyzzyplugh", "qwrtzp vbnmkl", "best hiking trails in patagonia in winter")
 # No word of this occurs in the k8s session (nor in any other); only its meaning matches.
@@ -32,11 +32,11 @@ QUERIES = (PARAPHRASE, HEALTH_PARAPHRASE, "why does the pod keep restarting befo
 def embedded(home: Home, roots: dict[str, Path]) -> Any:
     """A daemon in this process over the five sessions, every eligible chunk embedded."""
     semantic_on(home)
-    ids = _write(roots)
+    ids = write_topics(roots)
     d = InprocDaemon(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(d.service.stats)
+        wait_vectors(d.service.stats)
         yield d, ids
     finally:
         d.close()
@@ -97,11 +97,11 @@ def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots
     from aivault.vault.readonly import DirectService
 
     semantic_on(home)
-    _write(roots)
+    write_topics(roots)
     d = DaemonProcess(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(lambda: d.call("aiVault.indexStats"))
+        wait_vectors(lambda: d.call("aiVault.indexStats"))
         daemon = {q: _sessions(d.search(q)) for q in QUERIES}
     finally:
         # Killed, not stopped: it saves its sidecar only when it stops or after a quiet spell.

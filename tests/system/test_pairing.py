@@ -31,8 +31,9 @@ from aivault.protocol import (
     METHOD_SEARCH,
     METHOD_STATUS,
 )
-from tests.conftest import DaemonProcess, run_cli
-from tests.remotes import Remote, host_timeouts, make_client, make_remote
+from tests.support.common import run_cli
+from tests.support.daemons import DaemonProcess
+from tests.support.remotes import Remote, host_timeouts, make_client, make_remote
 
 UNVERIFIED = "Source root could not be verified."
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 HIT_FIELDS = {"agent", "sessionId", "title", "cwd", "branch", "updatedAt", "messageCount", "score", "source",
               "evidence", "resumeCommand"}

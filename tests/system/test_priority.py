@@ -11,7 +11,7 @@ import pytest
 
 from aivault.priority import BACKGROUND_NICE, background_thread
 from aivault.query.postings import PostingsSidecars
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priorities are Linux's")
 

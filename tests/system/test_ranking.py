@@ -24,7 +24,8 @@ from aivault.query.planner import is_question
 from aivault.query.weights import SESSION_CHUNK_WEIGHT
 from aivault.text import _TOKEN_RX, FUNCTION_WORDS, query_terms, token_terms
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon, lexical_only
+from tests.support.common import lexical_only
+from tests.support.daemons import InprocDaemon
 
 K1, B = 1.2, 0.75
 

@@ -26,7 +26,8 @@ from aivault.home import Home
 from aivault.indexer import reclaim, sql_maint
 from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS
 from bench.gen_corpus import generate
-from tests.conftest import DaemonProcess, cli_env, restart_and_stop_cleanly, run_cli, wait_until
+from tests.support.common import cli_env, run_cli, wait_until
+from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
 
 MESSAGES = 20_000
 NEVER = {"AIVAULT_RECLAIM_MIN_FREE_MB": "1000000"}  # the index as it is without a reclaim
@@ -62,7 +63,7 @@ def _roots(corpus: Path) -> list[str]:
 
 def _new_home(path: Path) -> Home:
     from aivault import policy
-    from tests.conftest import lexical_only
+    from tests.support.common import lexical_only
 
     h = Home.resolve(path).ensure()
     policy.save(h, policy.Policy(True, None))

@@ -15,7 +15,8 @@ import pytest
 
 from aivault.home import Home
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, cli_env, run_cli, wait_until
+from tests.support.common import cli_env, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
 
 
 def _corpus(roots: dict[str, Path], sessions: int = 4, messages: int = 300) -> None:

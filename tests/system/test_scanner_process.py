@@ -18,7 +18,8 @@ from aivault.codec import _COLUMNS, decode_ingest, encode_ingest
 from aivault.home import Home
 from aivault.protocol import K_BATCH, K_HELLO, K_NACK, K_PASS_DONE, K_RECONCILE, K_STATE, K_STOP, SCANNER_KINDS
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, DaemonProcess, cli_env, pid_alive, restart_and_stop_cleanly, wait_until
+from tests.support.common import REPO, cli_env, pid_alive, wait_until
+from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
 
 
 class FakeIndexer:
@@ -227,7 +228,8 @@ def test_a_one_shot_index_commits_bulk_sized_batches_and_a_daemon_the_protocols(
     generations); a daemon's scanners keep BATCH_MAX_MESSAGES, so each of its commits stays short."""
     from aivault import policy
     from aivault.protocol import BATCH_MAX_MESSAGES, BULK_BATCH_SCALE
-    from tests.conftest import InprocDaemon, lexical_only, run_cli
+    from tests.support.common import lexical_only, run_cli
+    from tests.support.daemons import InprocDaemon
 
     roots = {"claude": tmp_path / "claude" / "projects", "codex": tmp_path / "codex" / "sessions"}
     for r in roots.values():

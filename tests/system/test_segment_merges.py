@@ -20,7 +20,7 @@ from aivault.indexer.segments import L0_FANIN, SegmentSet
 from aivault.indexer.store import BULK_MEMORY_LIMIT, BULK_PASS_THREADS, MEMORY_LIMIT, THREADS
 from aivault.priority import BACKGROUND_NICE
 from tests.builders import ClaudeWriter
-from tests.conftest import root_args, wait_until
+from tests.support.common import root_args, wait_until
 
 
 def _states(daemon: Any) -> list[str]:

@@ -16,49 +16,11 @@ import duckdb
 import pytest
 
 from aivault.home import Home, write_private
-from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon, assert_indexes_agree, wait_until
-
-TOPICS = {
-    "asyncio": "pytest hangs forever because the asyncio event loop was closed by an earlier fixture; "
-               "we now create a fresh loop for every test and close it in teardown",
-    "bread": "my sourdough bread comes out flat; the starter needs feeding twice a day and a longer "
-             "proof in a warm kitchen before baking",
-    "css": "the sidebar overlaps the footer on narrow screens; switching the layout to CSS grid with "
-           "minmax columns fixed the overflow",
-    "tax": "quarterly tax filing reminder for the accountant, receipts are in the shared folder",
-    "k8s": "the pod keeps restarting with CrashLoopBackOff because the liveness probe hits /healthz "
-           "before migrations finish",
-}
-PARAPHRASE = "spec runner freezes awaiting coroutine scheduler"
-
-
-def semantic_on(home: Home) -> None:
-    write_private(home.config_path, json.dumps({"embed": {"enabled": True}}).encode())
-
-
-def _write(roots: dict[str, Path]) -> dict[str, str]:
-    ids = {}
-    for i, (name, text) in enumerate(TOPICS.items()):
-        if i % 2:
-            w = CodexWriter(roots["codex"], cwd=f"/home/dev/{name}")
-            w.user(text).assistant("Understood, here is what I changed.")
-        else:
-            c = ClaudeWriter(roots["claude"], cwd=f"/home/dev/{name}")
-            c.user(text).assistant("Understood, here is what I changed.")
-            w = c  # type: ignore[assignment]
-        ids[name] = w.session_id
-    return ids
-
-
-def _wait_vectors(stats: Any, timeout: float = 120) -> dict[str, Any]:
-    def done() -> bool:
-        s = stats()
-        return bool(s.get("semanticEligible")) and s["semanticEmbedded"] == s["semanticEligible"] \
-            and s.get("vectorIndex") is not None and s["vectorIndex"]["count"] > 0
-    assert wait_until(done, timeout=timeout, interval=0.1), stats()
-    result: dict[str, Any] = stats()
-    return result
+from tests.builders import ClaudeWriter
+from tests.support.common import wait_until
+from tests.support.daemons import DaemonProcess, InprocDaemon
+from tests.support.index import assert_indexes_agree
+from tests.support.semantic import PARAPHRASE, TOPICS, semantic_on, wait_vectors, write_topics
 
 
 @pytest.fixture
@@ -74,9 +36,9 @@ def semantic_daemon(home: Home, roots: dict[str, Path]) -> Any:
 def test_a_paraphrase_is_found_by_vectors_when_words_cannot_find_it(semantic_daemon: InprocDaemon,
                                                                     roots: dict[str, Path]) -> None:
     """No query word occurs in the session, so lexical finds nothing; the vector route ranks it first."""
-    ids = _write(roots)
+    ids = write_topics(roots)
     semantic_daemon.reconcile()
-    _wait_vectors(semantic_daemon.service.stats)
+    wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
     lexical = svc.search({"query": PARAPHRASE}, force_route="lexical")
     assert ids["asyncio"] not in [h["sessionId"] for h in lexical["hits"]]
@@ -89,9 +51,9 @@ def test_a_paraphrase_is_found_by_vectors_when_words_cannot_find_it(semantic_dae
 
 def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
     """debug adds per-hit ranks per route and the fused score; without debug there is no debug key."""
-    ids = _write(roots)
+    ids = write_topics(roots)
     semantic_daemon.reconcile()
-    _wait_vectors(semantic_daemon.service.stats)
+    wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
     plain = svc.search({"query": "why does the pod keep restarting before migrations", "limit": 2})
     assert "debug" not in plain and set(plain) == {"kind", "hits", "page", "generation", "truncated", "durationMs"}
@@ -114,7 +76,7 @@ def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots:
 def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, roots: dict[str, Path]) -> None:
     """Code-like and quoted queries plan lexically unless they are questions; with vectors not ready a
     natural-language query answers lexically."""
-    _write(roots)
+    write_topics(roots)
     d = InprocDaemon(home, roots)  # embeddings disabled: vectors are never ready
     try:
         d.reconcile()
@@ -136,9 +98,9 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
 
 def test_paging_and_cursors_work_on_hybrid_results(semantic_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
     """Hybrid pages: every session once, stable, cursors bound to the query, stale after new vectors."""
-    _write(roots)
+    write_topics(roots)
     semantic_daemon.reconcile()
-    _wait_vectors(semantic_daemon.service.stats)
+    wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
     # Every session's reply says what "changed": the words list all five (vectors alone would stop
     # at the floor), and the vectors order them.
@@ -156,7 +118,7 @@ def test_paging_and_cursors_work_on_hybrid_results(semantic_daemon: InprocDaemon
     first = svc.search({"query": q, "limit": 2})
     ClaudeWriter(roots["claude"], cwd="/home/dev/new").user("a brand new session about layout tests")
     semantic_daemon.reconcile()
-    _wait_vectors(semantic_daemon.service.stats)
+    wait_vectors(semantic_daemon.service.stats)
     assert svc.search({"query": q, "limit": 2, "cursor": first["page"]["cursor"]})["kind"] == "stale-cursor"
 
 
@@ -168,7 +130,7 @@ def test_equal_text_is_embedded_once_and_deleted_chunks_leave_the_index(semantic
     b = ClaudeWriter(roots["claude"], cwd="/home/dev/b")
     b.user(TOPICS["bread"])
     semantic_daemon.reconcile()
-    stats = _wait_vectors(semantic_daemon.service.stats)
+    stats = wait_vectors(semantic_daemon.service.stats)
     worker = semantic_daemon.service.indexer.vec
     assert worker is not None
     assert worker.worker.stats.embedded_total == 1 and stats["vectorIndex"]["count"] == 2
@@ -181,7 +143,7 @@ def test_equal_text_is_embedded_once_and_deleted_chunks_leave_the_index(semantic
     w.user(TOPICS["css"])
     os.replace(tmp, a.path)
     semantic_daemon.reconcile()
-    _wait_vectors(semantic_daemon.service.stats)
+    wait_vectors(semantic_daemon.service.stats)
     index = worker.index
     assert index is not None
     ids, _ = index.search(worker.query_embedder.embed([TOPICS["bread"]])[0], 10)  # type: ignore[union-attr]
@@ -224,7 +186,7 @@ def test_a_killed_embedder_resumes_without_re_embedding(home: Home, roots: dict[
     (home.path / "daemon.log").unlink()
     d = DaemonProcess(home, roots, extra_env={"AIVAULT_LOG_LEVEL": "info"})
     try:
-        stats = _wait_vectors(lambda: d.call("aiVault.indexStats"), timeout=400)
+        stats = wait_vectors(lambda: d.call("aiVault.indexStats"), timeout=400)
     finally:
         d.stop()
     log = (home.path / "daemon.log").read_text()
@@ -241,11 +203,11 @@ def test_a_sidecar_from_another_database_is_rejected_and_rebuilt(home: Home, roo
                                                                   tmp_path: Path) -> None:
     """The FAISS file records identity, epoch and model; one from another database is not trusted."""
     semantic_on(home)
-    _write(roots)
+    write_topics(roots)
     d = InprocDaemon(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(d.service.stats)
+        wait_vectors(d.service.stats)
         count = d.service.indexer.vec.index.count  # type: ignore[union-attr]
     finally:
         d.close()
@@ -255,7 +217,7 @@ def test_a_sidecar_from_another_database_is_rejected_and_rebuilt(home: Home, roo
     write_private(home.path / "vectors.json", json.dumps(header).encode())
     d = InprocDaemon(home, roots)
     try:
-        stats = _wait_vectors(d.service.stats)
+        stats = wait_vectors(d.service.stats)
         assert stats["vectorIndex"]["count"] == count
         assert d.service.indexer.vec.worker.stats.embedded_total == 0  # type: ignore[union-attr]
     finally:
@@ -273,14 +235,14 @@ def _identity(home: Home) -> str:
 
 def test_status_shows_semantic_coverage(home: Home, roots: dict[str, Path]) -> None:
     """`aivault status` (human) reports chunks embedded out of eligible and the embedding rate."""
-    from tests.conftest import run_cli
+    from tests.support.common import run_cli
 
     semantic_on(home)
-    _write(roots)
+    write_topics(roots)
     d = DaemonProcess(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(lambda: d.call("aiVault.indexStats"))
+        wait_vectors(lambda: d.call("aiVault.indexStats"))
         out = run_cli(home.path, "status", check=True).stdout
     finally:
         d.stop()
@@ -298,11 +260,11 @@ def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_withou
     from aivault.query.request import parse_request
 
     semantic_on(home)
-    ids = _write(roots)
+    ids = write_topics(roots)
     d = InprocDaemon(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(d.service.stats)
+        wait_vectors(d.service.stats)
     finally:
         d.close()  # saves the sidecar
 

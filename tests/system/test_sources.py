@@ -8,7 +8,7 @@ from pathlib import Path
 import zstandard
 
 from tests.builders import CodexWriter
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 
 def _compress(path: Path) -> Path:

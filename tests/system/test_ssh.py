@@ -34,8 +34,9 @@ from aivault.protocol import (
     STATUS_SENTINEL,
 )
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, cli_env, run_cli, wait_until
-from tests.remotes import RelayProcess, Remote, host_timeouts, make_client, make_remote
+from tests.support.common import cli_env, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
+from tests.support.remotes import RelayProcess, Remote, host_timeouts, make_client, make_remote
 
 SSHD = "/usr/sbin/sshd"
 UNVERIFIED = "Source root could not be verified."

@@ -20,7 +20,7 @@ from aivault.text import TOKENIZER_VERSION
 from aivault.vault.endpoints import search_sessions
 from aivault.vault.readonly import DirectService
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 VECTOR_HASH = 4242
 

@@ -18,8 +18,9 @@ import pytest
 
 from aivault.home import Home, write_private
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.conftest import DaemonProcess, InprocDaemon, cli_env, root_args, run_cli
-from tests.system.test_semantic import PARAPHRASE, _wait_vectors, _write, semantic_on
+from tests.support.common import cli_env, root_args, run_cli
+from tests.support.daemons import DaemonProcess, InprocDaemon
+from tests.support.semantic import PARAPHRASE, semantic_on, wait_vectors, write_topics
 
 # Runs the command as the console script does, then lists what the process imported.
 PROBE = """
@@ -176,11 +177,11 @@ def test_a_direct_lexical_search_loads_no_vector_code(indexed: Home, tmp_path: P
 def test_a_direct_hybrid_search_loads_the_vectors_it_needs(home: Home, roots: dict[str, Path], tmp_path: Path) -> None:
     """Without a daemon, a description is still answered hybrid from the saved vectors (loaded on that first ask)."""
     semantic_on(home)
-    ids = _write(roots)
+    ids = write_topics(roots)
     d = InprocDaemon(home, roots)
     try:
         d.reconcile()
-        _wait_vectors(d.service.stats)
+        wait_vectors(d.service.stats)
     finally:
         d.close()  # saves the sidecar
     proc, modules = probe(home.path, tmp_path, "rpc", "aiVault.searchSessions",

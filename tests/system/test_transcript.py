@@ -13,7 +13,8 @@ from aivault.errors import InvalidParams, SessionNotFound
 from aivault.home import Home
 from aivault.protocol import METHOD_READ
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, InprocDaemon, run_cli
+from tests.support.common import run_cli
+from tests.support.daemons import DaemonProcess, InprocDaemon
 
 
 def _session(roots: dict[str, Path], n: int = 30) -> ClaudeWriter:

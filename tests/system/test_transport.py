@@ -29,7 +29,8 @@ from aivault.protocol import (
     SCANNER_KINDS,
 )
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, DaemonProcess, cli_env
+from tests.support.common import REPO, cli_env
+from tests.support.daemons import DaemonProcess
 
 
 def _recv(sock: zmq.Socket[bytes], timeout_s: float) -> list[bytes] | None:

@@ -15,7 +15,7 @@ from aivault.scanner.sources import Root
 from aivault.scanner.watch import Watcher, count_dirs
 from tests.builders.claude import ClaudeWriter
 from tests.builders.codex import CodexWriter
-from tests.conftest import root_args
+from tests.support.common import root_args
 
 # Generous bounds: the watcher answers in well under a second; these only end a failing test.
 FOUND_WITHIN_S = 15.0

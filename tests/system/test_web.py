@@ -17,8 +17,9 @@ import pytest
 from aivault import httpserve, policy
 from aivault.home import Home
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess, lexical_only, root_args, run_cli, wait_until
-from tests.webserver import WebProcess, probe_as_nobody
+from tests.support.common import lexical_only, root_args, run_cli, wait_until
+from tests.support.daemons import DaemonProcess
+from tests.support.webserver import WebProcess, probe_as_nobody
 
 
 @pytest.fixture

@@ -19,11 +19,12 @@ from aivault import policy
 from aivault.home import Home, write_private
 from aivault.web.server import open_file
 from tests.builders import ClaudeWriter
-from tests.conftest import DaemonProcess
-from tests.webserver import WebProcess
+from tests.support.common import REPO
+from tests.support.daemons import DaemonProcess
+from tests.support.webserver import WebProcess
 
 CHROMIUM = os.environ.get("AIVAULT_TEST_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
+ARTIFACTS = REPO / "build" / "test-artifacts"
 
 if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
     pytest.skip(f"no Chromium at {CHROMIUM} (Debian package chromium; ./dev test installs it)",

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.common import REPO
+
+ROOT = REPO
 SIGN = "\u00a7"
 _SKIP_DIRS = frozenset({".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
                         ".ruff_cache", "node_modules"})

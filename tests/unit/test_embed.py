@@ -33,8 +33,8 @@ from aivault.embed import convert as conv
 from aivault.embed import models
 from aivault.embed.local import LocalEmbedder
 from aivault.embed.remote import RemoteEmbedder
+from tests.support.common import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "embed" / "reference.json"
 MODEL = "all-minilm-l6-v2"
 

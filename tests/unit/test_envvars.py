@@ -10,7 +10,7 @@ from aivault import policy
 from aivault.envvars import env_int
 from aivault.errors import ConfigInvalid
 from aivault.home import Home
-from tests.conftest import cli_env, lexical_only, run_cli
+from tests.support.common import cli_env, lexical_only, run_cli
 
 
 def test_env_int_reads_a_whole_number_and_falls_back_to_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from aivault.scanner.sources import LineFile, Root, RootProblem
 from bench.gen_corpus import LONG_LINE_MIN, generate, parse_mix
 from bench.mix_compare import AGENT_FIGURES, root_args
 from tests.builders.codex import INJECTED_PREFIXES
-from tests.conftest import cli_env, lexical_only
+from tests.support.common import cli_env, lexical_only
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 CLAUDE_MAIN = re.compile(rf"claude/projects/(?P<dir>[A-Za-z0-9-]+)/(?P<sid>{UUID})\.jsonl")

@@ -7,11 +7,10 @@ import platform
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.common import REPO
 
 # 200 MB of 2-KB blocks (malloc's, not pymalloc's), one in fifty kept: glibc cannot give the freed
 # ones back from the top of its heap, so they stay resident until malloc_trim.

@@ -6,9 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.common import REPO
 
 # Two threads write their first lines at once while structlog is still being given the settings
 # (its configure is slowed down to hold that moment open): the second line must wait for them.

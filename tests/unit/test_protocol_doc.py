@@ -10,9 +10,10 @@ from aivault import protocol as p
 from aivault.codec import RpcRequest
 from aivault.errors import AivaultError, MethodNotFound
 from aivault.home import Home
+from tests.support.common import REPO
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
-SRC = Path(__file__).resolve().parents[2]
+DOC = (REPO / "docs" / "protocol.md").read_text()
+SRC = REPO
 
 
 def _section_after(marker: str) -> str:
@@ -88,7 +89,7 @@ def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, 
     import pytest
 
     from aivault.broker.daemon import Daemon
-    from tests.conftest import root_args
+    from tests.support.common import root_args
 
     d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
     d.start()

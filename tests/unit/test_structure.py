@@ -12,7 +12,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.common import REPO
+
 ROLES = ("scanner", "indexer", "query", "broker")
 # Lowest first: a module may import its own layer and the ones below it, never one above.
 LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.vault", 4),
@@ -33,6 +34,21 @@ def _modules() -> dict[str, Path]:
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             mods[".".join([package, *parts])] = path
+    return mods
+
+
+def _tree_modules(top: str) -> dict[str, Path]:
+    """Every module under the repository's folder ``top`` (tests, bench), by its dotted name; generated data
+    (bench/out, bench/corpus) and fixture files are not modules of it."""
+    mods: dict[str, Path] = {}
+    for path in sorted((REPO / top).rglob("*.py")):
+        rel = path.relative_to(REPO)
+        if rel.parts[:2] in (("bench", "out"), ("bench", "corpus"), ("tests", "fixtures")):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
     return mods
 
 
@@ -124,6 +140,21 @@ def test_nothing_imports_the_role_folders_by_their_bare_names() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bare += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0] in ROLES]
     assert bare == []
+
+
+def _is_test_module(module: str) -> bool:
+    """A module pytest collects (test_*.py) or loads for its fixtures (conftest.py)."""
+    leaf = module.rpartition(".")[2]
+    return leaf.startswith("test_") or leaf == "conftest"
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    """Tests share helpers through tests/support/ and fixtures through conftest.py: no module of tests/ or
+    bench/ imports a test module (test_*.py) or conftest.py, whose helpers would then live in two places."""
+    mods = {**_tree_modules("tests"), **_tree_modules("bench")}
+    assert any(_is_test_module(m) for m in mods) and "tests.support" in mods, "is the check blind?"
+    wrong = [f"{m} -> {d}" for m, path in mods.items() for d in sorted(_imports(m, path, mods)) if _is_test_module(d)]
+    assert wrong == []
 
 
 def test_the_built_wheel_installs_only_the_aivault_namespace(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """A relay that misbehaves on purpose, run as the remote command of the tests' fake ssh.
 
-    python tests/fake_relay.py MODE [MARKER]
+    python tests/support/fake_relay.py MODE [MARKER]
 
 It speaks the real stream (the preamble, framed RPC messages, aivault.codec) but answers as told:
 

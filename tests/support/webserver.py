@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from aivault.home import Home
-from tests.conftest import StderrLog, cli_env, wait_until
+from tests.support.common import StderrLog, cli_env, wait_until
 
 NOBODY = 65534
 

@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from aivault.home import Home
 from aivault.mcp.tools import SESSION_ENV
-from tests.conftest import StderrLog, cli_env, wait_until
+from tests.support.common import StderrLog, cli_env, wait_until
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {},

@@ -25,11 +25,11 @@ from aivault.codec import RpcReply, RpcRequest, StreamDecoder, decode_reply, enc
 from aivault.home import Home, write_private
 from aivault.protocol import REMOTE_FRAME_KEY
 from tests.builders import ClaudeWriter
-from tests.conftest import REPO, cli_env, lexical_only, run_cli
+from tests.support.common import REPO, cli_env, lexical_only, run_cli
 
 # The venv's own console script, by absolute path: what a remote shell would find on its PATH.
 AIVAULT = str(Path(sys.executable).with_name("aivault"))
-FAKE_RELAY = str(REPO / "tests" / "fake_relay.py")
+FAKE_RELAY = str(REPO / "tests" / "support" / "fake_relay.py")
 # How long a test waits for one reply read straight off a relay stream.
 _RECV_TIMEOUT_S = 30.0
 
@@ -66,7 +66,7 @@ class Remote:
 
 
 def fake_relay_command(mode: str, marker: Path | None = None) -> str:
-    """The remote command line running tests/fake_relay.py in ``mode``."""
+    """The remote command line running tests/support/fake_relay.py in ``mode``."""
     args = [sys.executable, FAKE_RELAY, mode, *([str(marker)] if marker else [])]
     return shlex.join(["env", f"PYTHONPATH={REPO}", *args])
 
