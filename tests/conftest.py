@@ -50,8 +50,6 @@ def roots(tmp_path: Path) -> dict[str, Path]:
 
 @pytest.fixture
 def inproc_daemon(home: Home, roots: dict[str, Path]) -> Iterator[InprocDaemon]:
-    d = InprocDaemon(home, roots)
-    try:
+    """The daemon in this process over the ``roots`` fixture (tests/support/daemons.py ``InprocDaemon``)."""
+    with InprocDaemon(home, roots) as d:
         yield d
-    finally:
-        d.close()

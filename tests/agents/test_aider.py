@@ -211,11 +211,8 @@ def test_a_single_file_root_with_another_name_resumes_with_that_file(tmp_path: P
 def aider_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon, Path]]:
     code = tmp_path / "code"
     code.mkdir()
-    d = InprocDaemon(home, {"aider": code})
-    try:
+    with InprocDaemon(home, {"aider": code}) as d:
         yield d, code
-    finally:
-        d.close()
 
 
 def test_chats_are_found_searched_and_only_the_changed_one_is_re_read(

@@ -129,11 +129,8 @@ def test_roots_follow_amp_data_dir_and_xdg(tmp_path: Path) -> None:
 def amp_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon, Path]]:
     threads = tmp_path / "userhome" / ".local" / "share" / "amp" / "threads"
     threads.mkdir(parents=True)
-    d = InprocDaemon(home, {"amp": threads})
-    try:
+    with InprocDaemon(home, {"amp": threads}) as d:
         yield d, threads
-    finally:
-        d.close()
 
 
 def test_a_thread_is_found_searched_and_re_read_once_when_rewritten(amp_daemon: tuple[InprocDaemon, Path]) -> None:

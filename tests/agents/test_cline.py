@@ -266,12 +266,9 @@ def cline_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon, Pat
     user = tmp_path / "userhome"
     tasks = b.tasks_root(user)
     tasks.mkdir(parents=True)
-    d = InprocDaemon(home, {"cline": tasks, "roo": b.tasks_root(user, b.ROO_EXT, "Cursor"),
-                            "kilo": b.tasks_root(user, b.KILO_EXT, "VSCodium")})
-    try:
+    with InprocDaemon(home, {"cline": tasks, "roo": b.tasks_root(user, b.ROO_EXT, "Cursor"),
+                            "kilo": b.tasks_root(user, b.KILO_EXT, "VSCodium")}) as d:
         yield d, tasks
-    finally:
-        d.close()
 
 
 def test_a_task_is_found_searched_and_re_read_once_when_it_changes(cline_daemon: tuple[InprocDaemon, Path]) -> None:
@@ -336,7 +333,6 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_no_task_message(
         home: Home, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """SIGKILL of the scanner while Cline task folders are committed batch by batch: the respawned
     scanner resumes, and the index equals a clean index of the same folders (nothing lost or doubled)."""
-    from aivault.broker.daemon import Daemon
 
     tasks = b.tasks_root(tmp_path / "userhome")
     total = _crash_corpus(tasks)
@@ -349,9 +345,7 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_no_task_message(
     reference = fingerprint(ref_home.db_path)
     assert reference[2] == total and max(reference[0].values()) == 1
 
-    d = Daemon(home, extra_roots=[f"cline={tasks}"], default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, [f"cline={tasks}"]) as d:
         ix = d.service.indexer
         fut = ix.reconcile(full=True)
         assert wait_until(lambda: ix.generation >= 3, timeout=120), "no batch committed"
@@ -361,8 +355,6 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_no_task_message(
         killed_at = ix.generation
         fut.result(300)
         assert ix.generation > killed_at
-    finally:
-        d.close()
     assert_same_index(home.db_path, reference)
     restart_and_stop_cleanly(home, [])
     assert_same_index(home.db_path, reference)

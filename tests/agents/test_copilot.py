@@ -388,8 +388,7 @@ def test_end_to_end_discovery_search_rename_and_append(home: Home, copilot_home:
     w.user("the checkout page throws a hydration warning with zephyrine prices")
     w.tool("view", {"path": "src/Price.tsx"}, "export function Price() {}")
     w.assistant("Render the price on the client only; zephyrine formatting differs by locale.")
-    daemon = InprocDaemon(home, {"copilot": Path(state_root.path)})
-    try:
+    with InprocDaemon(home, {"copilot": Path(state_root.path)}) as daemon:
         first = daemon.reconcile()
         assert first["messages"] == 4
         [hit] = daemon.search("zephyrine")["hits"]
@@ -412,8 +411,6 @@ def test_end_to_end_discovery_search_rename_and_append(home: Home, copilot_home:
         hits = daemon.search("zephyrine", limit=10)["hits"]
         assert len(hits) == 1 and hits[0]["messageCount"] == 5 and hits[0]["title"] == "hydration fix"
         assert daemon.reconcile()["files_changed"] == 0
-    finally:
-        daemon.close()
 
 
 def test_sample_session() -> None:

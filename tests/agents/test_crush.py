@@ -15,6 +15,7 @@ from aivault.home import Home
 from aivault.scanner.parsers import crush
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.support.common import REPO
+from tests.support.daemons import InprocDaemon
 
 SAMPLE = REPO / "samples" / "crush"
 S0 = 1_772_900_000  # seconds, as Crush stores them
@@ -212,7 +213,6 @@ def test_daemon_indexes_a_session_once_rereads_a_change_once_and_sees_a_deleted_
     """Through a real daemon and scanner on the default roots (the registry under a default-shaped home and the
     project's data directory): searchable with the right metadata; a second pass reads nothing; a new message
     is re-read once, still one session; a session Crush deleted is no longer present after the next full pass."""
-    from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_sessions
 
     user = tmp_path / "user"
@@ -225,9 +225,7 @@ def test_daemon_indexes_a_session_once_rereads_a_change_once_and_sees_a_deleted_
     gone = db.session("Scratch").user("a throwaway heron question")
     roots = crush.default_roots({}, user)
     assert [r.path for r in roots] == [str(user / ".local" / "share" / "crush"), str(project / ".crush")]
-    d = Daemon(home, extra_roots=[f"crush={r.path}" for r in roots], default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, [f"crush={r.path}" for r in roots]) as d:
         def reconcile(full: bool = True) -> dict[str, Any]:
             result: dict[str, Any] = d.service.indexer.reconcile(full).result(120)
             return result
@@ -257,8 +255,6 @@ def test_daemon_indexes_a_session_once_rereads_a_change_once_and_sees_a_deleted_
         # Kept, as a transcript that went away is (docs/contract.md): no longer present.
         assert [h["source"] for h in search("heron")] == ["unverifiable"]
         assert [h["source"] for h in search("osprey")] == ["present"]
-    finally:
-        d.close()
 
 
 def test_sqlite_connection_stays_usable_for_the_builder(tmp_path: Path) -> None:

@@ -507,8 +507,7 @@ def test_end_to_end_discovery_search_title_change_and_append(home: Home, tmp_pat
     w.assistant("Embedded the quokkabold font in the PDF writer.").store(title="PDF font boxes")
     _store_chat(data, "chat-e2e-store", [cb.blob("user", cb.user_query("quokkabold in the store only chat")),
                                           cb.blob("assistant", [{"type": "text", "text": "ok"}])])
-    daemon = InprocDaemon(home, {"cursor": data})
-    try:
+    with InprocDaemon(home, {"cursor": data}) as daemon:
         first = daemon.reconcile()
         assert first["messages"] == 6
         hits = {h["sessionId"]: h for h in daemon.search("quokkabold", limit=10)["hits"]}
@@ -535,8 +534,6 @@ def test_end_to_end_discovery_search_title_change_and_append(home: Home, tmp_pat
         assert sorted(h["sessionId"] for h in hits) == sorted([w.chat_id, "chat-e2e-store"])
         assert next(h for h in hits if h["sessionId"] == w.chat_id)["messageCount"] == 5
         assert daemon.reconcile()["files_changed"] == 0
-    finally:
-        daemon.close()
 
 
 def test_sample_session() -> None:

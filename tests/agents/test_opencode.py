@@ -456,11 +456,8 @@ def test_kill_9_of_the_scanner_mid_database_loses_and_duplicates_nothing(
         home: Home, big_root: Path, big_reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
     """A scanner SIGKILLed while batches of database sessions are in flight is respawned and resumes from the
     committed offsets (within a session larger than a batch too): the index equals a clean one."""
-    from aivault.broker.daemon import Daemon
 
-    d = Daemon(home, extra_roots=[f"opencode={big_root}"], default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, [f"opencode={big_root}"]) as d:
         ix = d.service.indexer
         fut = ix.reconcile(full=True)
         assert wait_until(lambda: ix.generation >= 3, timeout=120), "no batch committed"
@@ -472,8 +469,6 @@ def test_kill_9_of_the_scanner_mid_database_loses_and_duplicates_nothing(
         assert big and 0 < big[0] < 4 * KILL_BIG_TURNS, "the kill is meant to land inside the large session"
         fut.result(300)
         assert ix.generation > killed_at
-    finally:
-        d.close()
     assert_same_index(home.db_path, big_reference)
     restart_and_stop_cleanly(home, [])
     assert_same_index(home.db_path, big_reference)

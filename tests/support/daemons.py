@@ -22,15 +22,37 @@ from tests.support.index import assert_indexes_agree
 
 
 class InprocDaemon:
-    """The daemon object in this process; its scanner is a real child process."""
+    """The daemon object in this process; its scanner is a real child process. Every test that needs a daemon
+    in its own process makes it here (the ``inproc_daemon`` fixture is one over the ``roots`` fixture).
 
-    def __init__(self, home: Home, roots: dict[str, Path]) -> None:
+    ``roots``: transcript roots by agent, or root specs as ``--root`` takes them (``agent=path``: several of
+    one agent, a root that cannot be listed). By default the tests drive the passes themselves
+    (``schedule=False``); ``schedule=True`` runs the daemon's own passes and watching as ``aivault serve``
+    does. ``semantic`` and ``bulk`` are the daemon's options (``bulk``: a one-shot index's load).
+    ``start=False`` leaves it unstarted, for what it answers before ``start()``. As a context manager it is
+    closed when the block ends.
+    """
+
+    def __init__(self, home: Home, roots: dict[str, Path] | list[str], *, schedule: bool = False,
+                 semantic: bool = True, bulk: bool = False, start: bool = True) -> None:
         from aivault.broker.daemon import Daemon
 
         self.home = home
-        self.daemon = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-        self.daemon.start()
+        specs = roots if isinstance(roots, list) else root_args(roots)
+        self.daemon = Daemon(home, extra_roots=specs, default_roots=False, schedule=schedule, semantic=semantic,
+                             bulk=bulk)
         self.service = self.daemon.service
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self.daemon.start()
+
+    def __enter__(self) -> InprocDaemon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def reconcile(self, full: bool = True, timeout: float = 120) -> dict[str, Any]:
         return self.service.indexer.reconcile(full).result(timeout)
@@ -60,10 +82,12 @@ def merged_daemon(path: Path, roots: dict[str, Path]) -> InprocDaemon:
 
 
 class DaemonProcess:
-    """``aivault serve`` as a subprocess, with an RPC client bound to its data directory."""
+    """``aivault serve`` as a subprocess, with an RPC client bound to its data directory. Every test that needs
+    a daemon as a process of its own starts it here. The constructor returns once the daemon answers, unless
+    ``wait=False`` (a daemon expected not to come up: the test waits for its exit on ``proc``)."""
 
     def __init__(self, home: Home, roots: dict[str, Path] | list[str], *, extra_env: dict[str, str] | None = None,
-                 schedule_args: list[str] | None = None, prefix: list[str] | None = None) -> None:
+                 schedule_args: list[str] | None = None, prefix: list[str] | None = None, wait: bool = True) -> None:
         from aivault.broker.client import RpcClient
 
         self.home = home
@@ -75,6 +99,8 @@ class DaemonProcess:
         self.proc = subprocess.Popen(args + (schedule_args or []), env=cli_env(home.path, **(extra_env or {})),
                                      stdout=self.log, stderr=self.log, start_new_session=True)
         self.rpc = RpcClient.for_home(home, timeout_s=60)
+        if not wait:
+            return
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +37,7 @@ from aivault.protocol import (
     RPC_MAX_FRAME_BYTES,
 )
 from tests.builders import ClaudeWriter
-from tests.support.common import cli_env, lexical_only, log_events, pid_alive, run_cli, wait_until
+from tests.support.common import lexical_only, log_events, pid_alive, run_cli, wait_until
 from tests.support.daemons import DaemonProcess
 
 # Descriptors the daemon may open beyond its count at rest while under test (a few client
@@ -264,26 +263,17 @@ def test_a_long_host_id_and_since_are_echoed_cut_short(served: DaemonProcess) ->
     _still_serves(served)
 
 
-def _spawn_serve(home: Home, roots: dict[str, Path]) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "aivault.cli", "serve", "--no-default-roots",
-            "--root", f"claude={roots['claude']}"]
-    log = open(home.path / "daemon.log", "ab")  # noqa: SIM115 - the child keeps the descriptor
-    try:
-        return subprocess.Popen(args, env=cli_env(home.path), stdout=log, stderr=log, start_new_session=True)
-    finally:
-        log.close()
-
-
 def test_a_dead_broker_thread_takes_the_daemon_down(home: Home, roots: dict[str, Path]) -> None:
     """When the broker thread dies (daemon.sock is a directory: it cannot bind), the daemon exits non-zero."""
     (home.path / "daemon.sock").mkdir()
-    proc = _spawn_serve(home, roots)
+    d = DaemonProcess(home, [f"claude={roots['claude']}"], wait=False)
+    proc = d.proc
     try:
         code = proc.wait(30)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
+        d.kill()
         raise AssertionError("the daemon stayed up without its broker") from None
+    d.stop()  # it has exited: this closes its client and log
     events = log_events(home.path / "daemon.log")
     assert code != 0, events
     assert any(e["event"] == "daemon failing, shutting down" and e["failure"].startswith("the broker thread died")

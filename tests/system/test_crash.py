@@ -26,7 +26,7 @@ from aivault.home import Home
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
 from tests.support.common import REPO, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
-from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
+from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.support.index import assert_same_index, fingerprint
 
 MESSAGES = 60_000
@@ -77,13 +77,10 @@ def _generation_over_rpc(home: Home) -> int:
 def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
         home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
     """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once."""
-    from aivault.broker.daemon import Daemon
 
     root_specs = [f"claude={corpus}/claude/projects", f"codex={corpus}/codex/sessions",
                   f"codex={corpus}/codex/archived_sessions"]
-    d = Daemon(home, extra_roots=root_specs, default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, root_specs) as d:
         ix = d.service.indexer
         fut = ix.reconcile(full=True)
         assert wait_until(lambda: ix.generation >= 3, timeout=120), "no batch committed"
@@ -93,8 +90,6 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
         killed_at = ix.generation
         fut.result(300)
         assert ix.generation > killed_at
-    finally:
-        d.close()
     assert_same_index(home.db_path, reference)
     restart_and_stop_cleanly(home, root_specs)
     assert_same_index(home.db_path, reference)
@@ -131,7 +126,6 @@ def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
 
 def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Home, roots: dict[str, Path]) -> None:
     """Lines appended during a pass are picked up by the next pass, each exactly once."""
-    from aivault.broker.daemon import Daemon
 
     c = ClaudeWriter(roots["claude"])
     for i in range(3000):
@@ -145,8 +139,7 @@ def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Hom
             i += 1
             time.sleep(0.002)
 
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    d.start()
+    d = InprocDaemon(home, roots)
     t = threading.Thread(target=appender)
     try:
         t.start()

@@ -140,7 +140,6 @@ def test_bad_input_is_counted_and_skipped_and_the_rest_is_indexed(inproc_daemon:
 def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: object, tmp_path: Path,
                                                                        roots: dict[str, Path]) -> None:
     """A root that cannot be listed and a transcript that cannot be read degrade status, not indexing."""
-    from aivault.broker.daemon import Daemon
     from aivault.home import Home
     from tests.support.common import root_args
 
@@ -152,21 +151,17 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     bad_root = f"claude={blocker}/projects"
-    d = Daemon(home, extra_roots=[*root_args(roots), bad_root], default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, [*root_args(roots), bad_root]) as d:
         d.service.indexer.reconcile(True).result(60)
         from aivault.vault.endpoints import search_sessions
 
         assert len(search_sessions(d.service, {"query": "okapi"})["hits"]) == 1
-        st = d.handle(RpcRequest("1", METHOD_STATUS, {}))
+        st = d.daemon.handle(RpcRequest("1", METHOD_STATUS, {}))
         assert st["phase"] == "degraded"
         reasons = {r["root"]: r["reason"] for r in st["degradedRoots"]}
         assert any("broken.jsonl" in r for r in reasons.values())
         assert str(blocker / "projects") in reasons
         assert st["filesIndexed"] == 1
-    finally:
-        d.close()
 
 
 def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(inproc_daemon: InprocDaemon,

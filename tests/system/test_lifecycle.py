@@ -222,16 +222,14 @@ STATUS_FIELDS = {"enabled", "phase", "filesIndexed", "filesDue", "filesFailed", 
 
 def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[str, Path]) -> None:
     """idle before start, indexing while files are due, current after a full sweep, closed when disabled."""
-    from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_status
     from bench.gen_corpus import generate
     from tests.support.common import root_args
 
     generate(roots["claude"].parent.parent / "g", 40_000, seed=2)
     g = roots["claude"].parent.parent / "g"
-    d = Daemon(home, extra_roots=[*root_args(roots), f"claude={g}/claude/projects", f"codex={g}/codex/sessions"],
-               default_roots=False, schedule=True)
-    try:
+    with InprocDaemon(home, [*root_args(roots), f"claude={g}/claude/projects", f"codex={g}/codex/sessions"],
+                      schedule=True, start=False) as d:
         st = search_status(d.service)
         assert set(st) == STATUS_FIELDS and st["phase"] == "idle" and st["enabled"] is True
         d.start()
@@ -252,8 +250,6 @@ def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[
         d.service.apply_policy()
         st = search_status(d.service)
         assert st["phase"] == "closed" and st["enabled"] is False
-    finally:
-        d.close()
 
 
 # --- availability (docs/contract.md §4, §7) ---------------------------------------------------------------------
@@ -273,18 +269,13 @@ def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
 
 def test_a_registered_service_answers_disabled_or_not_ready(home: Home, roots: dict[str, Path]) -> None:
     """Registering grants no consent (disabled); a service that never indexed answers not-ready."""
-    from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_sessions
-    from tests.support.common import root_args
 
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    try:
+    with InprocDaemon(home, roots, start=False) as d:
         assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "not-ready"}
         policy.save(home, policy.Policy(False, None))
         d.service.apply_policy()
         assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "disabled"}
-    finally:
-        d.close()
 
 
 class OldPeer:
@@ -429,21 +420,17 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions older than historyDays go, generation advances per transaction, sweep time is recorded."""
     import aivault.indexer.service
-    from aivault.broker.daemon import Daemon
 
     # The test drives one sweep on the writer itself: keep the idle clean-up off that connection.
     monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)
     from aivault.vault.endpoints import search_sessions, search_status
-    from tests.support.common import root_args
 
     old_start = datetime.now(UTC) - timedelta(days=100)
     for i in range(450):
         ClaudeWriter(roots["claude"], cwd=f"/home/dev/old{i}", start=old_start).user(f"ancient gizmo {i}")
     ClaudeWriter(roots["claude"], cwd="/home/dev/recent", start=datetime.now(UTC) - timedelta(hours=1)).user(
         "recent gizmo")
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, roots) as d:
         d.service.indexer.reconcile(True).result(60)
         assert len(search_sessions(d.service, {"query": "gizmo", "limit": 100})["hits"]) == 100
         g0 = search_status(d.service)["generation"]
@@ -471,5 +458,3 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
         d.service.apply_policy()  # forever: expired sessions come back
         d.service.indexer.reconcile(True).result(60)
         assert len(search_sessions(d.service, {"query": "ancient", "limit": 100})["hits"]) == 100
-    finally:
-        d.close()

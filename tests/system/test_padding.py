@@ -33,13 +33,10 @@ def embedded(home: Home, roots: dict[str, Path]) -> Any:
     """A daemon in this process over the five sessions, every eligible chunk embedded."""
     semantic_on(home)
     ids = write_topics(roots)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         d.reconcile()
         wait_vectors(d.service.stats)
         yield d, ids
-    finally:
-        d.close()
 
 
 def _sessions(result: dict[str, Any]) -> list[str]:

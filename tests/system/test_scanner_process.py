@@ -248,12 +248,9 @@ def test_a_one_shot_index_commits_bulk_sized_batches_and_a_daemon_the_protocols(
     out = run_cli(homes[0].path, "index", "--json", "--no-default-roots", "--root", f"claude={roots['claude']}",
                   check=True)
     one_shot = json.loads(out.stdout)
-    d = InprocDaemon(homes[1], roots)
-    try:
+    with InprocDaemon(homes[1], roots) as d:
         daemon = d.reconcile()
         scanners = len(d.service.indexer.pool.slots)
-    finally:
-        d.close()
     assert one_shot["messages"] == daemon["messages"] == messages
     # Each scanner's files fit one bulk batch (messages / scanners <= BULK_BATCH_SCALE x BATCH_MAX_MESSAGES).
     assert messages <= scanners * BULK_BATCH_SCALE * BATCH_MAX_MESSAGES

@@ -20,7 +20,8 @@ from aivault.indexer.segments import L0_FANIN, SegmentSet
 from aivault.indexer.store import BULK_MEMORY_LIMIT, BULK_PASS_THREADS, MEMORY_LIMIT, THREADS
 from aivault.priority import BACKGROUND_NICE
 from tests.builders import ClaudeWriter
-from tests.support.common import root_args, wait_until
+from tests.support.common import wait_until
+from tests.support.daemons import InprocDaemon
 
 
 def _states(daemon: Any) -> list[str]:
@@ -47,13 +48,11 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A one-shot index sorts nothing until its final compaction and commits with fewer DuckDB threads; a search
     ends the bulk load."""
-    from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_sessions
 
     monkeypatch.setattr(seg_mod, "FREEZE_ROWS", 50)  # read at every batch
     monkeypatch.setattr(aivault.indexer.service, "IDLE_FREEZE_AFTER_S", 1e9)  # no idle compaction meanwhile
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
-    d.start()
+    d = InprocDaemon(home, roots, bulk=True)
     sessions = 0
     try:
         for _ in range(L0_FANIN + 2):  # a batch or more per pass, each enough to freeze a segment
@@ -92,14 +91,11 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
     """A bulk load commits with BULK_PASS_THREADS and sorts at the end with every DuckDB thread; a merge that
     starts while people search (a search within MERGE_QUIET_S) runs with MERGE_THREADS, one that starts with
     nobody searching with every thread again, and the database's setting is put back when a merge ends."""
-    from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
     from aivault.vault.endpoints import search_sessions
 
     assert MERGE_THREADS < THREADS
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
-    d.start()
-    try:
+    with InprocDaemon(home, roots, bulk=True) as d:
         ix = d.service.indexer
         seen: list[int] = []
 
@@ -142,23 +138,18 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
             assert threads_now(cur) == THREADS
         finally:
             cur.close()
-    finally:
-        d.close()
 
 
 def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
         home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """A merge that started with every DuckDB thread (nobody searching) gives them back and lowers its
     thread's priority as soon as a search begins, and the setting is put back when it ends."""
-    from aivault.broker.daemon import Daemon
     from aivault.indexer.merges import MERGE_THREADS
     from aivault.vault.endpoints import search_sessions
 
     monkeypatch.setattr(aivault.vault.live, "MERGE_QUIET_S", 0.0)  # nobody searched "recently"
     ClaudeWriter(roots["claude"], cwd="/home/dev/first").user("a walrus before the merge")
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, roots) as d:
         ix = d.service.indexer
         ix.reconcile(True).result(60)
         inside, go = threading.Event(), threading.Event()
@@ -192,20 +183,15 @@ def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
             assert int(cur.execute("SELECT current_setting('threads')").fetchall()[0][0]) == THREADS
         finally:
             cur.close()
-    finally:
-        d.close()
 
 
 def test_a_merge_whose_registration_fails_is_abandoned_and_the_indexer_goes_on(
         home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """A registration the database refuses drops the merged table, keeps its inputs, and the indexer
     goes on indexing, searching and merging (it used to end the indexer thread)."""
-    from aivault.broker.daemon import Daemon
     from aivault.vault.endpoints import search_sessions
 
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, roots) as d:
         ix = d.service.indexer
         ClaudeWriter(roots["claude"], cwd="/home/dev/one").user("a walrus before the refusal")
         ix.reconcile(True).result(60)
@@ -239,17 +225,13 @@ def test_a_merge_whose_registration_fails_is_abandoned_and_the_indexer_goes_on(
         assert ix._thread is not None and ix._thread.is_alive()
         assert [s.state for s in ix.writer.segments.segments].count("sorted") == 1
         assert len(search_sessions(d.service, {"query": "walrus"})["hits"]) == 2
-    finally:
-        d.close()
 
 
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:
     """After the indexer stops, compact() resolves and reconcile() fails right away: no caller hangs."""
-    from aivault.broker.daemon import Daemon
 
     ClaudeWriter(roots["claude"]).user("a walrus in the index")
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False, bulk=True)
-    d.start()
+    d = InprocDaemon(home, roots, bulk=True)
     ix = d.service.indexer
     ix.reconcile(True).result(60)
     ix.stop()

@@ -26,11 +26,8 @@ from tests.support.semantic import PARAPHRASE, TOPICS, semantic_on, wait_vectors
 @pytest.fixture
 def semantic_daemon(home: Home, roots: dict[str, Path]) -> Any:
     semantic_on(home)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         yield d
-    finally:
-        d.close()
 
 
 def test_a_paraphrase_is_found_by_vectors_when_words_cannot_find_it(semantic_daemon: InprocDaemon,
@@ -77,15 +74,12 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
     """Code-like and quoted queries plan lexically unless they are questions; with vectors not ready a
     natural-language query answers lexically."""
     write_topics(roots)
-    d = InprocDaemon(home, roots)  # embeddings disabled: vectors are never ready
-    try:
+    with InprocDaemon(home, roots) as d:  # embeddings disabled: vectors are never ready
         d.reconcile()
         r = d.search("why does the pod keep restarting", debug=True)
         assert r["debug"]["route"] in ("phrase", "all", "typo", "any") and r["hits"]
         with pytest.raises(ValueError, match="not ready"):
             d.service.search({"query": "pod restarting"}, force_route="hybrid")
-    finally:
-        d.close()
     from aivault.query.hybrid import prefers_semantic
 
     for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar", '"event loop" blocked',
@@ -204,24 +198,18 @@ def test_a_sidecar_from_another_database_is_rejected_and_rebuilt(home: Home, roo
     """The FAISS file records identity, epoch and model; one from another database is not trusted."""
     semantic_on(home)
     write_topics(roots)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         d.reconcile()
         wait_vectors(d.service.stats)
         count = d.service.indexer.vec.index.count  # type: ignore[union-attr]
-    finally:
-        d.close()
     header = json.loads((home.path / "vectors.json").read_text())
     assert header["count"] == count and header["identity"] == _identity(home)
     header["identity"] = "0" * 32  # as if copied from another database
     write_private(home.path / "vectors.json", json.dumps(header).encode())
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         stats = wait_vectors(d.service.stats)
         assert stats["vectorIndex"]["count"] == count
         assert d.service.indexer.vec.worker.stats.embedded_total == 0  # type: ignore[union-attr]
-    finally:
-        d.close()
     assert json.loads((home.path / "vectors.json").read_text())["identity"] == _identity(home)
 
 
@@ -261,12 +249,9 @@ def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_withou
 
     semantic_on(home)
     ids = write_topics(roots)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:  # its close saves the sidecar
         d.reconcile()
         wait_vectors(d.service.stats)
-    finally:
-        d.close()  # saves the sidecar
 
     def broken() -> Any:
         raise EmbedError("model file is unreadable")

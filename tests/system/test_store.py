@@ -38,12 +38,9 @@ def _corpus(roots: dict[str, Path]) -> None:
 def _index(home: Home, roots: dict[str, Path]) -> dict[str, Any]:
     """Index the corpus; the first page (one hit) of a search for "lock", which has more pages."""
     _corpus(roots)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         d.reconcile()
         first = d.search("lock", limit=1)
-    finally:
-        d.close()
     assert first["kind"] == "results" and first["page"]["hasMore"], first
     return first
 
@@ -93,16 +90,13 @@ def test_a_writer_re_indexes_an_index_another_tokenizer_built(home: Home, roots:
     assert _sql(home, "SELECT epoch FROM vector_state") == [(epoch + 1,)]  # the sidecar's chunk ids are not
     assert [e["log_level"] for e in logs if "tokenizer" in e["event"]] == ["warning"]
 
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:
         summary = d.reconcile()
         assert summary["files_changed"] == 4  # every transcript, though none changed on disk
         again = d.search("lock", limit=1)
         assert again["kind"] == "results" and again["hits"][0]["sessionId"] == first["hits"][0]["sessionId"]
         stale = d.search("lock", limit=1, cursor=first["page"]["cursor"])
         assert stale["kind"] == "stale-cursor", stale
-    finally:
-        d.close()
     rebuilt = _counts(home)
     con, meta = open_writer(home)  # the version now matches: nothing is emptied again
     con.close()

@@ -178,12 +178,9 @@ def test_a_direct_hybrid_search_loads_the_vectors_it_needs(home: Home, roots: di
     """Without a daemon, a description is still answered hybrid from the saved vectors (loaded on that first ask)."""
     semantic_on(home)
     ids = write_topics(roots)
-    d = InprocDaemon(home, roots)
-    try:
+    with InprocDaemon(home, roots) as d:  # its close saves the sidecar
         d.reconcile()
         wait_vectors(d.service.stats)
-    finally:
-        d.close()  # saves the sidecar
     proc, modules = probe(home.path, tmp_path, "rpc", "aiVault.searchSessions",
                           json.dumps({"query": PARAPHRASE, "debug": True}))
     result = json.loads(proc.stdout)

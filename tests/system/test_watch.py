@@ -15,55 +15,43 @@ from aivault.scanner.sources import Root
 from aivault.scanner.watch import Watcher, count_dirs
 from tests.builders.claude import ClaudeWriter
 from tests.builders.codex import CodexWriter
-from tests.support.common import root_args
+from tests.support.daemons import InprocDaemon
 
 # Generous bounds: the watcher answers in well under a second; these only end a failing test.
 FOUND_WITHIN_S = 15.0
 
 
-class ScheduledDaemon:
+def scheduled_daemon(home: Home, roots: dict[str, Path]) -> InprocDaemon:
     """The daemon as `aivault serve` runs it (scheduled passes, watching scanners), in this process."""
+    return InprocDaemon(home, roots, schedule=True, semantic=False)
 
-    def __init__(self, home: Home, roots: dict[str, Path]) -> None:
-        from aivault.broker.daemon import Daemon
 
-        self.daemon = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=True, semantic=False)
-        self.daemon.start()
-        self.service = self.daemon.service
+def wait_found(d: InprocDaemon, query: str, within_s: float = FOUND_WITHIN_S) -> float:
+    """Seconds until ``query`` has a hit (fails the test past ``within_s``)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < within_s:
+        if d.search(query).get("hits"):
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    pytest.fail(f"{query!r} not found within {within_s} s")
 
-    def search(self, query: str) -> dict[str, Any]:
-        from aivault.vault.endpoints import search_sessions
 
-        return search_sessions(self.service, {"query": query})
-
-    def wait_found(self, query: str, within_s: float = FOUND_WITHIN_S) -> float:
-        """Seconds until ``query`` has a hit (fails the test past ``within_s``)."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < within_s:
-            if self.search(query).get("hits"):
-                return time.monotonic() - t0
-            time.sleep(0.02)
-        pytest.fail(f"{query!r} not found within {within_s} s")
-
-    def watch(self) -> dict[str, Any]:
-        states = self.service.stats().get("watch") or []
-        return states[0] if states else {}
+def watch_state(d: InprocDaemon) -> dict[str, Any]:
+    states = d.service.stats().get("watch") or []
+    return states[0] if states else {}
 
 
 @pytest.fixture
-def scheduled(home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[ScheduledDaemon]:
+def scheduled(home: Home, roots: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[InprocDaemon]:
     # No polling pass for an hour: only the watcher can find what is written during the test.
     monkeypatch.setenv("AIVAULT_RECENT_PASS_S", "3600")
     ClaudeWriter(roots["claude"], cwd="/home/dev/old").user("an old conversation about the pelican parser")
-    d = ScheduledDaemon(home, roots)
-    try:
-        d.wait_found("pelican")  # the first full pass
+    with scheduled_daemon(home, roots) as d:
+        wait_found(d, "pelican")  # the first full pass
         yield d
-    finally:
-        d.daemon.close()
 
 
-def test_an_append_to_an_old_transcript_is_found_without_a_polling_pass(scheduled: ScheduledDaemon,
+def test_an_append_to_an_old_transcript_is_found_without_a_polling_pass(scheduled: InprocDaemon,
                                                                         roots: dict[str, Path]) -> None:
     """A line appended to a transcript last written long ago is searchable with no polling pass due."""
     [path] = list(roots["claude"].rglob("*.jsonl"))
@@ -72,16 +60,16 @@ def test_an_append_to_an_old_transcript_is_found_without_a_polling_pass(schedule
     time.sleep(0.3)  # let the utime event's pass come and go
     w = ClaudeWriter(roots["claude"], path.stem, cwd="/home/dev/old")
     w.user("and now the albatross tokenizer")
-    scheduled.wait_found("albatross")
-    assert scheduled.watch()["mode"] == "events"
+    wait_found(scheduled, "albatross")
+    assert watch_state(scheduled)["mode"] == "events"
 
 
-def test_new_folders_and_files_are_found_as_they_appear(scheduled: ScheduledDaemon, roots: dict[str, Path]) -> None:
+def test_new_folders_and_files_are_found_as_they_appear(scheduled: InprocDaemon, roots: dict[str, Path]) -> None:
     """A new project folder (Claude) and a new dated folder tree (Codex) made after the watch began are seen."""
     ClaudeWriter(roots["claude"], cwd="/home/dev/brand-new").user("the cormorant cache was never invalidated")
-    scheduled.wait_found("cormorant")
+    wait_found(scheduled, "cormorant")
     CodexWriter(roots["codex"]).user("the heron migration deadlocks on the enum")
-    scheduled.wait_found("heron")
+    wait_found(scheduled, "heron")
 
 
 def test_a_root_over_the_watch_budget_is_polled_and_says_so(home: Home, roots: dict[str, Path],
@@ -89,16 +77,13 @@ def test_a_root_over_the_watch_budget_is_polled_and_says_so(home: Home, roots: d
     """With no folders allowed to watch, every root is polled, status says why, and polling still finds changes."""
     monkeypatch.setenv("AIVAULT_WATCH_MAX_DIRS", "0")
     monkeypatch.setenv("AIVAULT_RECENT_PASS_S", "1")
-    d = ScheduledDaemon(home, roots)
-    try:
+    with scheduled_daemon(home, roots) as d:
         ClaudeWriter(roots["claude"], cwd="/home/dev/p").user("the grebe scheduler stalls")
-        d.wait_found("grebe")
-        state = d.watch()
+        wait_found(d, "grebe")
+        state = watch_state(d)
         assert state["mode"] == "polling" and state["watched"] == 0
         assert {p["root"] for p in state["polled"]} == {str(roots["claude"]), str(roots["codex"])}
         assert all("folders to watch" in p["reason"] for p in state["polled"])
-    finally:
-        d.daemon.close()
 
 
 def test_the_watcher_reports_changed_paths_and_ignores_sqlite_shared_memory(tmp_path: Path) -> None:

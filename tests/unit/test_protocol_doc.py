@@ -88,24 +88,19 @@ def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, 
     """Each documented method reaches a handler; an undocumented one is method-not-found."""
     import pytest
 
-    from aivault.broker.daemon import Daemon
-    from tests.support.common import root_args
+    from tests.support.daemons import InprocDaemon
 
-    d = Daemon(home, extra_roots=root_args(roots), default_roots=False, schedule=False)
-    d.start()
-    try:
+    with InprocDaemon(home, roots) as d:
         params = {p.METHOD_SEARCH: {"query": "x"}, p.METHOD_RECONCILE: {"full": False}, p.METHOD_ROOTS: {"roots": []}}
         for method in p.RPC_METHODS:
             try:
-                d.handle(RpcRequest("1", method, params.get(method, {})))
+                d.daemon.handle(RpcRequest("1", method, params.get(method, {})))
             except MethodNotFound:
                 raise
             except AivaultError:
                 pass  # its handler was reached and refused these params (readSession without a session id)
         with pytest.raises(MethodNotFound):
-            d.handle(RpcRequest("1", "aiVault.clearEverything", {}))
-    finally:
-        d.close()
+            d.daemon.handle(RpcRequest("1", "aiVault.clearEverything", {}))
 
 
 def test_the_document_states_the_protocol_version() -> None:
