@@ -41,8 +41,8 @@ from typing import Any
 
 from aivault import policy
 from aivault.home import Home, write_private
+from bench.common import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args
 from bench.gen_corpus import generate
-from bench.run import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args
 
 MERGE_EXTRA = 0.3  # new messages for the merge phase, as a share of the corpus
 SEARCH = "aiVault.searchSessions"

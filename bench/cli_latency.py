@@ -20,7 +20,7 @@ it, because on a shared machine the wall time also holds the time other processe
   quoted phrase (answered lexically: no vector code loads).
 
 TERM is a mid-frequency word of the indexed text and the five-term query a draw of words from one
-chunk (bench/run.py's query classes). The corpus is bench/gen_corpus.py's (Claude Code + Codex);
+chunk (bench/common.py's query classes). The corpus is bench/gen_corpus.py's (Claude Code + Codex);
 corpus and data directories are kept in ``--out`` and reused by the next run.
 """
 
@@ -40,7 +40,7 @@ from typing import Any
 from aivault import policy
 from aivault.home import Home, write_private
 from aivault.text import TOKENIZER_VERSION
-from bench.run import corpus_for, env_for, pct, pick_queries, quiet, root_args
+from bench.common import corpus_for, env_for, pct, pick_queries, quiet, root_args
 
 REPO = Path(__file__).resolve().parent.parent
 AIVAULT = str(Path(sys.executable).parent / "aivault")

@@ -27,7 +27,7 @@ from typing import Any
 from aivault import policy
 from aivault.errors import AivaultError
 from aivault.home import Home, write_private
-from bench.run import REPO, corpus_for, env_for, pct, root_args
+from bench.common import REPO, corpus_for, env_for, pct, root_args
 
 # Words the generator writes often enough to match, mixed with rarer pairs: the planner's routes
 # (phrase, all, any) all get exercised.

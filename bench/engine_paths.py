@@ -6,7 +6,7 @@ search) against BM25 scored in NumPy over the memory-mapped sidecars (the daemon
 Opens the index of ``DATA_DIR`` read-only in this process, builds the postings sidecars beside it if
 they are missing (``index.duckdb.postings/``, as a daemon would), then
 
-1. asks both engines every query of the bench's classes (``bench.run.pick_queries``), a few
+1. asks both engines every query of the bench's classes (``bench.common.pick_queries``), a few
    questions and phrases, each plainly and with conversation scope, newest-first sort, an agent
    filter, a short page and the debug trace, and the second page wherever there is one, and counts
    the answers that differ (they must not: durationMs aside, answers are compared whole);
@@ -28,7 +28,7 @@ from aivault.home import Home
 from aivault.query.engine import Engine
 from aivault.query.postings import PostingsSidecars
 from aivault.query.request import parse_request
-from bench.run import pick_queries
+from bench.common import pick_queries
 
 QUESTIONS = ["what did we decide about the cache?", "where did I fix the lock error?",
              "how do we deploy the service to staging?", "why does the build fail on arm64?"]

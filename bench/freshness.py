@@ -27,7 +27,7 @@ from typing import Any
 
 from aivault import policy
 from aivault.home import Home, write_private
-from bench.run import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args, start_daemon, time_queries
+from bench.common import REPO, SIZES, corpus_for, env_for, pct, pick_queries, root_args, start_daemon, time_queries
 from tests.builders.claude import ClaudeWriter
 
 

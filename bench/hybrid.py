@@ -85,7 +85,7 @@ def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[
             time.sleep(0.5)
         res["vector_index_ready_s"] = time.monotonic() - t0
         res["vector_index"] = st["vectorIndex"]
-        from bench.run import quiet
+        from bench.common import quiet
 
         quiet(rpc)
         stats_before = rpc.call("aiVault.indexStats", {})

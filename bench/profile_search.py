@@ -3,7 +3,7 @@
     python -m bench.profile_search --home DATA_DIR [--reps 3] [--top 12] [--seed 1] [--sidecars]
 
 Opens the index of ``DATA_DIR`` read-only in this process (no daemon, no RPC: engine time only),
-draws the bench's query classes from the indexed text (``bench.run.pick_queries``: 1-term rare /
+draws the bench's query classes from the indexed text (``bench.common.pick_queries``: 1-term rare /
 mid / common, 2-term, 5-term) and runs each query ``--reps`` times, first plainly for the
 latency, then under ``cProfile``. Per class it prints the p50 / p95 engine time, how many DuckDB
 statements one search runs and how much of its time is spent inside DuckDB (``execute`` and the
@@ -34,7 +34,7 @@ from aivault.home import Home
 from aivault.query.engine import Engine
 from aivault.query.postings import PostingsSidecars
 from aivault.query.request import parse_request
-from bench.run import pick_queries
+from bench.common import pick_queries
 
 # DuckDB's connection methods that run SQL or move its rows to Python.
 _DUCKDB_CALLS = ("execute", "fetchall", "fetchone", "fetchnumpy", "fetch_arrow_table", "fetchdf", "arrow")

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from aivault.query.hybrid import VECTOR_CANDIDATES
-from bench.quality.corpus import KINDS, LabelledQuery, load_queries
+from bench.quality.corpus import load_queries
+from bench.quality.labels import KINDS, LabelledQuery
 from bench.quality.metrics import mrr_at_k, percentile, recall_at_k
 
 DEFAULT_FLOORS = (0.0, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)

@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from aivault import log
     from bench.quality import locomo
-    from bench.quality.corpus import KINDS
+    from bench.quality.labels import KINDS
 
     log.configure("warning", process="bench")
     sets = {"incidents": (args.out, KINDS), "locomo": (args.out / "locomo", locomo.KINDS)}

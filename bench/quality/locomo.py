@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.quality.corpus import LabelledQuery, write_session
+from bench.quality.corpus import write_session
 from bench.quality.incident import Step
+from bench.quality.labels import LabelledQuery
 from tests.builders.common import uuid4
 
 DEFAULT_DIR = Path("/work/shared/bench-data/locomo-dev")

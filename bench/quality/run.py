@@ -29,8 +29,9 @@ from typing import Any
 
 from bench.quality import locomo
 from bench.quality.baseline import SessionBM25
-from bench.quality.corpus import KINDS, LabelledQuery, build
+from bench.quality.corpus import build
 from bench.quality.incident import Incident
+from bench.quality.labels import KINDS, LabelledQuery
 from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_any_at_k
 
 # "auto" is what users get: the planner picks lexical or hybrid per query, through the RPC.

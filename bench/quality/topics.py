@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from bench.quality.incident import Incident, parse_incident
+from bench.quality.labels import label
 
 INCIDENTS_DIR = Path(__file__).with_name("incidents")
 
@@ -81,8 +82,6 @@ INCIDENTS: tuple[Incident, ...] = load_incidents()
 
 
 def main() -> int:
-    from bench.quality.corpus import label
-
     bad = 0
     counts: dict[str, int] = {}
     for inc in INCIDENTS:

@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from aivault import log
     from bench.quality import locomo
-    from bench.quality.corpus import KINDS
+    from bench.quality.labels import KINDS
 
     log.configure("warning", process="bench")
     for name, (out, kinds) in {"incidents": (args.out, KINDS), "locomo": (args.out / "locomo", locomo.KINDS)}.items():

@@ -13,8 +13,9 @@ from aivault.scanner.parsers.claude import ClaudeParser
 from aivault.scanner.parsers.codex import CodexParser
 from bench.quality import fusion, run
 from bench.quality.checks import check_query, content_words, session_terms, shared_words
-from bench.quality.corpus import KINDS, build, label, load_queries
+from bench.quality.corpus import build, load_queries
 from bench.quality.incident import Incident, Step, parse_incident, parse_script
+from bench.quality.labels import KINDS, label
 from bench.quality.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from bench.quality.topics import AREAS, INCIDENTS, incident_files, load_incident, load_incidents
 

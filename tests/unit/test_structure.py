@@ -93,9 +93,8 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert upward == []
 
 
-def test_there_is_no_import_cycle() -> None:
-    """The import graph of the package has no cycle (Tarjan's strongly connected components)."""
-    graph = _graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -126,7 +125,58 @@ def test_there_is_no_import_cycle() -> None:
     for v in graph:
         if v not in index:
             visit(v)
-    assert cycles == []
+    return cycles
+
+
+def test_there_is_no_import_cycle() -> None:
+    """The import graph of the package has no cycle (Tarjan's strongly connected components)."""
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    """The detector on a sample graph: a three-module cycle and a self-contained rest."""
+    sample = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert _cycles(sample) == [["a", "b", "c"]]
+
+
+def _bench_graph() -> dict[str, set[str]]:
+    mods = _tree_modules("bench")
+    return {name: _imports(name, path, mods) for name, path in mods.items()}
+
+
+def test_bench_has_no_import_cycle() -> None:
+    """bench/ has no import cycle either, counting imports inside functions: what two benchmarks share lives
+    in a module both import (bench/common.py, bench/quality/labels.py), not in one of them."""
+    graph = _bench_graph()
+    assert "bench.run" in graph and "bench.common" in graph["bench.run"], "is the check blind?"
+    assert _cycles(graph) == []
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """The absolute module names a file imports, at module level or inside functions."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return names
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_bench_uses_only_the_builders_of_tests() -> None:
+    """bench/ imports nothing of tests/ but the transcript builders (tests/builders), the one library both
+    use; and the builders import neither bench nor the rest of tests/."""
+    from_bench = [f"{m} -> {n}" for m, path in _tree_modules("bench").items() for n in sorted(_absolute_imports(path))
+                  if _within(n, "tests") and not _within(n, "tests.builders")]
+    builders = {m: p for m, p in _tree_modules("tests").items() if _within(m, "tests.builders")}
+    from_builders = [f"{m} -> {n}" for m, path in builders.items() for n in sorted(_absolute_imports(path))
+                     if (_within(n, "tests") and not _within(n, "tests.builders")) or _within(n, "bench")]
+    assert from_bench == from_builders == []
+    assert builders, "is the check blind?"
 
 
 def test_nothing_imports_the_role_folders_by_their_bare_names() -> None:
