@@ -17,12 +17,13 @@ from aivault.scanner.parsers.claude import ClaudeParser
 from aivault.scanner.parsers.codex import CodexParser, read_session_index
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title
-from tests.support.common import REPO
+from tests.builders import claude as cl
+from tests.builders import codex as cx
+from tests.support.common import FIXTURES, REPO
 from tests.support.line_parsers import assert_resumes_at_every_split, file_lines
 
 AnyParser = ClaudeParser | CodexParser
 
-FIXTURES = REPO / "tests" / "fixtures"
 CORPUS = FIXTURES / "corpus"
 QUIRKS = FIXTURES / "quirks"
 SAMPLES = REPO / "samples"
@@ -109,18 +110,8 @@ SID = "11111111-2222-4333-8444-555555555555"
 
 
 def claude_line(rtype: str, uuid: str, ts: str = "2026-03-01T10:00:00.000Z", **fields: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "type": rtype,
-        "uuid": uuid,
-        "parentUuid": None,
-        "isSidechain": False,
-        "userType": "external",
-        "cwd": "/home/dev/app",
-        "sessionId": SID,
-        "version": "2.1.40",
-        "gitBranch": "main",
-        "timestamp": ts,
-    }
+    """A record of session SID in /home/dev/app (the builders' envelope), with ``fields`` over it."""
+    record = cl.envelope(cl.session_fields(SID, "/home/dev/app", "main"), rtype, uuid, None, ts)
     record.update(fields)
     return record
 
@@ -139,14 +130,11 @@ def claude_assistant(
 
 
 def codex_line(rtype: str, payload: dict[str, Any], ts: str = "2026-03-02T09:00:00.000Z") -> dict[str, Any]:
-    return {"timestamp": ts, "type": rtype, "payload": payload}
+    return cx.line(ts, rtype, payload)
 
 
 def codex_user(text: str) -> dict[str, Any]:
-    return codex_line(
-        "response_item",
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-    )
+    return codex_line("response_item", cx.user_item(text))
 
 
 def codex_event(etype: str, **fields: Any) -> dict[str, Any]:
