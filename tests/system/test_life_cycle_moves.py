@@ -12,7 +12,7 @@ from aivault.home import Home
 from aivault.vault.endpoints import search_sessions, search_status
 from aivault.vault.live import MOVES, IllegalMove, Phase
 from tests.builders import ClaudeWriter
-from tests.conftest import InprocDaemon
+from tests.support.daemons import InprocDaemon
 
 
 def _reachable(start: Phase) -> set[Phase]:
@@ -38,8 +38,7 @@ def test_consent_clear_and_stop_move_the_phase_and_status_follows(home: Home, ro
     """READY -> RUNNING -> DISABLED -> RUNNING -> (clear) RUNNING; cleared while disabled -> READY; stop -> STOPPED."""
     ClaudeWriter(roots["claude"], cwd="/home/dev/p").user("sprocket alignment")
     policy.save(home, policy.Policy(False, None))
-    d = InprocDaemon(home, roots)  # started with consent off: built, never run
-    try:
+    with InprocDaemon(home, roots) as d:  # started with consent off: built, never run
         svc = d.service
         assert svc.phase is Phase.READY and search_status(svc)["phase"] == "idle"
         assert search_sessions(svc, {"query": "sprocket"}) == {"kind": "unavailable", "reason": "disabled"}
@@ -71,6 +70,4 @@ def test_consent_clear_and_stop_move_the_phase_and_status_follows(home: Home, ro
 
         with pytest.raises(IllegalMove, match="from ready to outage"):
             svc._move(Phase.OUTAGE, "a write refused by an indexer that never ran")
-    finally:
-        d.close()
     assert d.service.phase is Phase.STOPPED and search_status(d.service)["phase"] == "closed"
