@@ -344,8 +344,8 @@ def _checker(tp: Any) -> _Check:
 
 
 def check_header(kind: bytes, header: dict[str, Any]) -> None:
-    """HeaderInvalid unless ``header`` has the fields of its kind's record, each of its type (docs/protocol.md
-    §2.2). Fields a record does not name are left alone: a newer peer may send more."""
+    """HeaderInvalid unless ``header`` has the fields of its kind's record, each of its type
+    (docs/protocol.md §2.2). Fields a record does not name are left alone: a newer peer may send more."""
     check = _HEADER_CHECKS.get(kind)
     if check is None:
         from aivault.protocol import INGEST_HEADERS

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,8 @@ def quiet(rpc: Any, timeout_s: float = 600) -> None:
         if not side.get("building") and not (side.get("texts") or {}).get("writing"):
             break
         time.sleep(0.5)
+
+
+def plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A contract value (aivault/protocol.py's records) as the plain dict it is on the wire, any field readable."""
+    return dict(value)

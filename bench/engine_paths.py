@@ -28,7 +28,7 @@ from aivault.home import Home
 from aivault.query.engine import Engine
 from aivault.query.postings import PostingsSidecars
 from aivault.query.request import parse_request
-from bench.common import pick_queries
+from bench.common import pick_queries, plain
 
 QUESTIONS = ["what did we decide about the cache?", "where did I fix the lock error?",
              "how do we deploy the service to staging?", "why does the build fail on arm64?"]
@@ -49,7 +49,7 @@ def compare(slow: Engine, fast: Engine, classes: dict[str, list[str]]) -> tuple[
         for q in queries:
             for v in VARIANTS:
                 params = {"query": q, **v}
-                a, b = slow.search(parse_request(params)), fast.search(parse_request(params))
+                a, b = plain(slow.search(parse_request(params))), plain(fast.search(parse_request(params)))
                 asked += 1
                 if _plain(a) != _plain(b):
                     differ.append(json.dumps(params))
@@ -57,13 +57,14 @@ def compare(slow: Engine, fast: Engine, classes: dict[str, list[str]]) -> tuple[
                 if cursor:
                     later = {**params, "cursor": cursor}
                     asked += 1
-                    if _plain(slow.search(parse_request(later))) != _plain(fast.search(parse_request(later))):
+                    req = parse_request(later)
+                    if _plain(plain(slow.search(req))) != _plain(plain(fast.search(req))):
                         differ.append(json.dumps(later))
     return asked, differ
 
 
 def timings(engine: Engine, queries: list[str], reps: int) -> tuple[float, float]:
-    ms = sorted(engine.search(parse_request({"query": q}))["durationMs"] for _ in range(reps) for q in queries)
+    ms = sorted(plain(engine.search(parse_request({"query": q})))["durationMs"] for _ in range(reps) for q in queries)
     return statistics.median(ms), ms[max(int(len(ms) * 0.95) - 1, 0)]
 
 

@@ -34,7 +34,7 @@ from aivault.home import Home
 from aivault.query.engine import Engine
 from aivault.query.postings import PostingsSidecars
 from aivault.query.request import parse_request
-from bench.common import pick_queries
+from bench.common import pick_queries, plain
 
 # DuckDB's connection methods that run SQL or move its rows to Python.
 _DUCKDB_CALLS = ("execute", "fetchall", "fetchone", "fetchnumpy", "fetch_arrow_table", "fetchdf", "arrow")
@@ -79,7 +79,7 @@ def profile_class(engine: Engine, queries: list[str], reps: int, top: int) -> di
     for _ in range(reps):
         for req in reqs:
             t0 = time.perf_counter()
-            res = engine.search(req)
+            res = plain(engine.search(req))
             lat.append((time.perf_counter() - t0) * 1000)
             routes[str((res.get("debug") or {}).get("route"))] += 1
     prof = cProfile.Profile()

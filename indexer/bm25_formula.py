@@ -6,7 +6,7 @@ the reference, and in NumPy over the postings sidecars (query/fastrank.py), whic
 same floats. Equal floats need the same operations in the same order, so each formula here is one
 Python function: NumPy calls it with arrays, and the SQL text is that same function called with
 ``SqlExpr`` operands, which write each operation down instead of computing it (parenthesized only
-where the order of evaluation needs it). tests/test_fastrank.py evaluates both on the same inputs.
+where the order of evaluation needs it). tests/system/test_fastrank.py evaluates both on the same inputs.
 
 The constants travel as text: a statement holds ``str()`` of each float (``SQL_VALUES``, filled in
 with ``str.format``), and NumPy uses the number DuckDB reads back from that text (``AS_WRITTEN``).

@@ -69,7 +69,7 @@ SPACE_FACTOR = 1.1
 STEPS = ("attached", "copied", "detached", "closed", "renamed")
 _ATTACHED_AS = "aivault_reclaim"
 # Test hook: "STEP:PATH" writes STEP to PATH when the reclaim reaches STEP, then waits to be killed
-# (tests/test_reclaim.py kills the process there with SIGKILL); "STEP:PATH:SECONDS" waits that long
+# (tests/system/test_reclaim.py kills the process there with SIGKILL); "STEP:PATH:SECONDS" waits that long
 # and goes on (a search or a reconcile is then sent while the reclaim is held there).
 PAUSE_ENV = "AIVAULT_RECLAIM_PAUSE"
 

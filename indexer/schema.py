@@ -1,6 +1,6 @@
 """The index's tables: their DDL, the numbered migrations, the meta row and a segment's table.
 
-This is one of the four modules SQL is written in, by purpose (tests/test_structure.py fails on a
+This is one of the four modules SQL is written in, by purpose (tests/unit/test_structure.py fails on a
 statement anywhere else): what the database is, here; the indexer's writes in
 ``indexer/sql_write.py``; maintenance (merges, reclaim, checkpoints, integrity) in
 ``indexer/sql_maint.py``; the read side's statements in ``query/sql.py``.

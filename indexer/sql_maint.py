@@ -6,7 +6,7 @@ reclaiming copy (indexer/reclaim.py), checkpoints, the ART index checks and repa
 (indexer/store.py), and the engine's settings (threads, memory) that passes and merges change. The
 other statements live by purpose too: the tables and migrations in ``indexer/schema.py``, the
 indexer's writes in ``indexer/sql_write.py``, the read side's in ``query/sql.py``;
-tests/test_structure.py fails on a statement written anywhere else.
+tests/unit/test_structure.py fails on a statement written anywhere else.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ counters, the segment registry's rows as segments rotate, retention, the indexer
 the semantic vectors (the embedding worker's reads and the writer's commits of its vectors); with
 the transaction statements every write goes through (indexer/store.py ``transaction``). The other
 statements live by purpose too: the tables and migrations in ``indexer/schema.py``, maintenance in
-``indexer/sql_maint.py``, the read side's in ``query/sql.py``; tests/test_structure.py fails on a
+``indexer/sql_maint.py``, the read side's in ``query/sql.py``; tests/unit/test_structure.py fails on a
 statement written anywhere else.
 """
 

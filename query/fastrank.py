@@ -5,7 +5,7 @@ Every rule of the SQL is reproduced exactly -- the same postings (conversation s
 the rarest term bounding an all-terms match, a common term's best TERM_CAP postings by impact
 among its candidates), the same floating-point expression per posting, ``round(x, 6)`` as DuckDB
 rounds (half away from zero), the same tie-breaks -- so a query returns the same sessions in the
-same order, with the same scores, whichever path answered it (tests/test_fastrank.py compares both
+same order, with the same scores, whichever path answered it (tests/system/test_fastrank.py compares both
 on every route).
 
 Statements left per search: the snapshot, the postings of segments that are not sorted (one,

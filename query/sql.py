@@ -1,6 +1,6 @@
 """All SQL of the read side, as named constants: searches, reading a session, status.
 
-One of the four modules SQL is written in, by purpose (tests/test_structure.py fails on a statement
+One of the four modules SQL is written in, by purpose (tests/unit/test_structure.py fails on a statement
 anywhere else): the write side's tables and migrations are ``indexer/schema.py``, its writes
 ``indexer/sql_write.py``, its maintenance ``indexer/sql_maint.py``. BM25's constants and per-posting
 expressions come from ``indexer/bm25_formula.py``, which the NumPy scorer (query/fastrank.py) evaluates too.

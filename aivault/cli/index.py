@@ -95,7 +95,7 @@ def cmd_serve(args: argparse.Namespace, home: Home) -> int:
 # (aivault/vault/oneshot.py). Raised by the handler, it lands between any two bytecodes -- once inside
 # the import system's weakref callback that releases the global import lock, where an exception
 # is printed and swallowed: the lock stayed held, the indexer thread's next import waited forever
-# and the command never ended (CI, tests/test_cli.py::test_ctrl_c_during_index_exits_130...).
+# and the command never ended (CI, tests/system/test_cli.py::test_ctrl_c_during_index_exits_130...).
 _stop_requested: list[int] = []
 
 

@@ -14,7 +14,7 @@ attention that stays cheap, so packs of ~256 tokens beat one text per call (DEFA
 Threads. One embedder owns one llama.cpp context, which is not re-entrant: ``embed`` holds a
 lock. llama-cpp-python calls llama.cpp through ``ctypes.CDLL``, which releases the GIL for
 the duration of each C call, so tokenizing and decoding in a background thread leave the
-other threads (DuckDB queries, the RPC loop) running; tests/test_embed.py checks this.
+other threads (DuckDB queries, the RPC loop) running; tests/unit/test_embed.py checks this.
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ def measure(out: Path, queries: Sequence[LabelledQuery], roots: list[str], *, ro
                 search = baseline_search(d.service)
             else:
                 def search(body: dict[str, Any], _r: str = route) -> dict[str, Any]:
-                    answer: dict[str, Any] = d.service.search(body, force_route=_r)
+                    answer: dict[str, Any] = dict(d.service.search(body, force_route=_r))
                     return answer
             results[route] = run_route(search, queries, kinds)
     finally:

@@ -10,5 +10,5 @@ kept in a SQLite database).
 The engine (scan, sources, batch, watch, discover, ...) reaches a reader only through the registry,
 and a reader imports nothing of the engine but the shapes it fills in (model, reader, sources,
 spec): adding an agent touches its own module, the registry and its docs section, nothing else
-(tests/test_structure.py holds both directions).
+(tests/unit/test_structure.py holds both directions).
 """

@@ -14,7 +14,7 @@ from aivault.errors import UnitUnreadable
 from aivault.home import Home
 from aivault.scanner.parsers import crush
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
-from tests.support.common import REPO
+from tests.support.common import REPO, answer
 from tests.support.daemons import InprocDaemon
 
 SAMPLE = REPO / "samples" / "crush"
@@ -231,7 +231,7 @@ def test_daemon_indexes_a_session_once_rereads_a_change_once_and_sees_a_deleted_
             return result
 
         def search(q: str) -> list[dict[str, Any]]:
-            hits: list[dict[str, Any]] = search_sessions(d.service, {"query": q, "limit": 10})["hits"]
+            hits: list[dict[str, Any]] = answer(search_sessions(d.service, {"query": q, "limit": 10}))["hits"]
             return hits
 
         assert reconcile()["messages"] == 5

@@ -60,7 +60,7 @@ class InprocDaemon:
     def search(self, query: str, **params: Any) -> dict[str, Any]:
         from aivault.vault.endpoints import search_sessions
 
-        return search_sessions(self.service, {"query": query, **params})
+        return dict(search_sessions(self.service, {"query": query, **params}))
 
     def close(self) -> None:
         self.daemon.close()

@@ -20,7 +20,7 @@ from aivault.errors import InvalidParams
 from aivault.home import Home
 from aivault.protocol import METHOD_SEARCH
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.support.common import lexical_only
+from tests.support.common import answer, lexical_only
 from tests.support.daemons import DaemonProcess, InprocDaemon
 
 N_PAGING = 120
@@ -95,8 +95,8 @@ def client(request: pytest.FixtureRequest, world: tuple[Home, dict[str, Path], d
         inproc = InprocDaemon(home, roots)
         inproc.reconcile()
         try:
-            yield Client(lambda p: search_sessions(inproc.service, p), lambda: search_status(inproc.service),
-                         "inproc", home, inproc.reconcile)
+            yield Client(lambda p: answer(search_sessions(inproc.service, p)),
+                         lambda: answer(search_status(inproc.service)), "inproc", home, inproc.reconcile)
         finally:
             inproc.close()
 

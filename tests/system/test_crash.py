@@ -25,7 +25,7 @@ from aivault import policy
 from aivault.home import Home
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.support.common import REPO, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
+from tests.support.common import REPO, answer, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
 from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.support.index import assert_same_index, fingerprint
 
@@ -148,7 +148,7 @@ def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Hom
         d.service.indexer.reconcile(full=False).result(120)
         from aivault.vault.endpoints import search_sessions
 
-        [hit] = search_sessions(d.service, {"query": "appended"})["hits"]
+        [hit] = answer(search_sessions(d.service, {"query": "appended"}))["hits"]
         assert hit["messageCount"] == 3400
     finally:
         stop.set()

@@ -33,7 +33,7 @@ from aivault.query.snippets import Matcher, _best_window, _spans
 from aivault.text import iter_tokens, normalize, query_terms, stem, term_hash
 from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
-from tests.support.common import empty_roots
+from tests.support.common import answer, empty_roots
 from tests.support.daemons import InprocDaemon, merged_daemon
 
 
@@ -59,7 +59,7 @@ def _warm(fast: Engine, side: PostingsSidecars) -> None:
     """Searches until ``side`` serves them: the first queues the sorted segments' sidecar builds (the
     search reads DuckDB), the next the loads of the other segments' postings into memory."""
     for _ in range(2):
-        fast.search(parse_request({"query": "warm"}))
+        answer(fast.search(parse_request({"query": "warm"})))
         assert side.wait_built(120)
 
 
@@ -126,13 +126,13 @@ def _compare(slow: Engine, fast: Engine, queries: list[str]) -> int:
     for q in queries:
         for v in VARIANTS:
             params = {"query": q, **v}
-            a, b = slow.search(parse_request(params)), fast.search(parse_request(params))
+            a, b = answer(slow.search(parse_request(params))), answer(fast.search(parse_request(params)))
             asked += 1
             assert _same(a, b), f"{params}: the SQL and the sidecar paths differ\n{a}\n{b}"
             cursor = a.get("page", {}).get("cursor")
             if cursor:
                 later = {**params, "cursor": cursor}
-                a2, b2 = slow.search(parse_request(later)), fast.search(parse_request(later))
+                a2, b2 = answer(slow.search(parse_request(later))), answer(fast.search(parse_request(later)))
                 asked += 1
                 assert _same(a2, b2), f"{later}: page 2 differs\n{a2}\n{b2}"
     return asked
@@ -153,7 +153,7 @@ def test_the_sidecar_path_answers_exactly_as_the_sql_path(index: Index, monkeypa
         assert side.state()["mapped"] >= 1
         assert side.state()["tails"]["segments"] >= 1, "the unsorted segment's postings were not loaded"
         assert side.state()["texts"]["segments"] == 1, side.state()
-        hits = fast.search(parse_request({"query": "duckdb lock"}))
+        hits = answer(fast.search(parse_request({"query": "duckdb lock"})))
         assert hits["kind"] == "results" and hits["hits"], hits
         assert _compare(slow, fast, _queries(index)) > 400
     finally:
@@ -167,7 +167,7 @@ def test_capped_terms_match_too(index: Index, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(bm25, "TERM_CAP", 40)
     slow, fast, _ = index.engines()
     try:
-        capped = fast.search(parse_request({"query": "lock error"}))
+        capped = answer(fast.search(parse_request({"query": "lock error"})))
         assert capped["truncated"]["candidates"] is True
         _compare(slow, fast, _queries(index)[:40])
     finally:
@@ -341,7 +341,8 @@ def test_a_failing_background_job_leaves_the_sidecar_thread_serving(index: Index
         side.later(lambda cur: [][1])
         side.later(lambda cur: ran.append(1))
         assert side.wait_built(60) and ran == [1]
-        assert _same(slow.search(parse_request({"query": "lock"})), fast.search(parse_request({"query": "lock"})))
+        lock = parse_request({"query": "lock"})
+        assert _same(answer(slow.search(lock)), answer(fast.search(lock)))
     finally:
         fast.close()
         slow.close()
@@ -500,7 +501,7 @@ def test_sidecars_are_pruned_rebuilt_and_cleared(index: Index) -> None:
     _, fast2, side2 = index.engines()
     try:
         assert side2.built >= 1, "the damaged sidecar was not rebuilt"
-        assert fast2.search(parse_request({"query": "duckdb lock"}))["hits"]
+        assert answer(fast2.search(parse_request({"query": "duckdb lock"})))["hits"]
     finally:
         fast2.close()
     # Merge everything: the sorted segments are replaced, their sidecars go with the next build.
@@ -627,13 +628,14 @@ def test_a_sidecar_is_not_built_into_a_nearly_full_disk(index: Index, tmp_path: 
     fast = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock, postings=side)
     slow = Engine(svc.con, svc.home.key(), lock=svc.indexer.lock)
     try:
-        fast.search(parse_request({"query": "warm"}))
+        answer(fast.search(parse_request({"query": "warm"})))
         assert side.wait_built(60)
         assert side.state()["failed"] >= 1 and side.state()["mapped"] == 0
         left = list(side.root.iterdir()) if side.root.exists() else []
         assert left == [], f"a refused build left {left}"
         for q in ("duckdb lock", "lock error", "what did we decide about the duckdb lock?"):
-            assert _same(slow.search(parse_request({"query": q})), fast.search(parse_request({"query": q})))
+            req = parse_request({"query": q})
+            assert _same(answer(slow.search(req)), answer(fast.search(req)))
     finally:
         fast.close()
         slow.close()

@@ -12,6 +12,7 @@ import pytest
 from aivault.codec import RpcRequest
 from aivault.protocol import METHOD_STATUS
 from tests.builders import ClaudeWriter, CodexWriter
+from tests.support.common import answer
 from tests.support.daemons import InprocDaemon
 
 
@@ -155,7 +156,7 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
         d.service.indexer.reconcile(True).result(60)
         from aivault.vault.endpoints import search_sessions
 
-        assert len(search_sessions(d.service, {"query": "okapi"})["hits"]) == 1
+        assert len(answer(search_sessions(d.service, {"query": "okapi"}))["hits"]) == 1
         st = d.daemon.handle(RpcRequest("1", METHOD_STATUS, {}))
         assert st["phase"] == "degraded"
         reasons = {r["root"]: r["reason"] for r in st["degradedRoots"]}

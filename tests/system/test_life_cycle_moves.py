@@ -10,9 +10,15 @@ import pytest
 from aivault import policy
 from aivault.home import Home
 from aivault.vault.endpoints import search_sessions, search_status
-from aivault.vault.live import MOVES, IllegalMove, Phase
+from aivault.vault.live import MOVES, IllegalMove, LocalService, Phase
 from tests.builders import ClaudeWriter
+from tests.support.common import answer
 from tests.support.daemons import InprocDaemon
+
+
+def phase(svc: LocalService) -> Phase:
+    """The service's phase now (a call, so that a type checker does not hold on to an earlier assertion)."""
+    return svc.phase
 
 
 def _reachable(start: Phase) -> set[Phase]:
@@ -40,34 +46,34 @@ def test_consent_clear_and_stop_move_the_phase_and_status_follows(home: Home, ro
     policy.save(home, policy.Policy(False, None))
     with InprocDaemon(home, roots) as d:  # started with consent off: built, never run
         svc = d.service
-        assert svc.phase is Phase.READY and search_status(svc)["phase"] == "idle"
-        assert search_sessions(svc, {"query": "sprocket"}) == {"kind": "unavailable", "reason": "disabled"}
+        assert phase(svc) is Phase.READY and answer(search_status(svc))["phase"] == "idle"
+        assert answer(search_sessions(svc, {"query": "sprocket"})) == {"kind": "unavailable", "reason": "disabled"}
 
         policy.save(home, policy.Policy(True, None))
         assert svc.apply_policy()
-        assert svc.phase is Phase.RUNNING
+        assert phase(svc) is Phase.RUNNING
         d.reconcile()
-        assert search_status(svc)["phase"] == "current"
-        assert search_sessions(svc, {"query": "sprocket"})["kind"] == "results"
+        assert answer(search_status(svc))["phase"] == "current"
+        assert answer(search_sessions(svc, {"query": "sprocket"}))["kind"] == "results"
 
         policy.save(home, policy.Policy(False, None))
         svc.apply_policy()
-        assert svc.phase is Phase.DISABLED and search_status(svc)["phase"] == "closed"
+        assert phase(svc) is Phase.DISABLED and answer(search_status(svc))["phase"] == "closed"
 
         policy.save(home, policy.Policy(True, None))
         svc.apply_policy()
-        assert svc.phase is Phase.RUNNING
-        assert search_sessions(svc, {"query": "sprocket"})["kind"] == "results"  # resumed, nothing re-read
+        assert phase(svc) is Phase.RUNNING
+        assert answer(search_sessions(svc, {"query": "sprocket"}))["kind"] == "results"  # resumed, nothing re-read
 
         first = svc.identity
         out = svc.clear()
-        assert out["rebuilding"] is True and svc.phase is Phase.RUNNING and svc.identity != first
+        assert out["rebuilding"] is True and phase(svc) is Phase.RUNNING and svc.identity != first
 
         policy.save(home, policy.Policy(False, None))
         svc.apply_policy()
         svc.clear()
-        assert svc.phase is Phase.READY and search_status(svc)["phase"] == "idle"
+        assert phase(svc) is Phase.READY and answer(search_status(svc))["phase"] == "idle"
 
         with pytest.raises(IllegalMove, match="from ready to outage"):
             svc._move(Phase.OUTAGE, "a write refused by an indexer that never ran")
-    assert d.service.phase is Phase.STOPPED and search_status(d.service)["phase"] == "closed"
+    assert phase(d.service) is Phase.STOPPED and answer(search_status(d.service))["phase"] == "closed"

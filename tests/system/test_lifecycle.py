@@ -22,7 +22,7 @@ from aivault.errors import AuthenticationError, DaemonUnreachable, ReconcileFail
 from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.support.common import wait_until
+from tests.support.common import answer, wait_until
 from tests.support.daemons import DaemonProcess, InprocDaemon
 
 
@@ -230,25 +230,25 @@ def test_status_phases_idle_indexing_current_and_closed(home: Home, roots: dict[
     g = roots["claude"].parent.parent / "g"
     with InprocDaemon(home, [*root_args(roots), f"claude={g}/claude/projects", f"codex={g}/codex/sessions"],
                       schedule=True, start=False) as d:
-        st = search_status(d.service)
+        st = answer(search_status(d.service))
         assert set(st) == STATUS_FIELDS and st["phase"] == "idle" and st["enabled"] is True
         d.start()
         phases: set[str] = set()
         due: list[int] = []
 
         def watch() -> bool:
-            s = search_status(d.service)
+            s = answer(search_status(d.service))
             phases.add(s["phase"])
             due.append(s["filesDue"])
             return bool(s["phase"] == "current")
 
         assert wait_until(watch, timeout=120, interval=0.02)
         assert "indexing" in phases and max(due) > 0
-        st = search_status(d.service)
+        st = answer(search_status(d.service))
         assert st["filesDue"] == 0 and st["filesIndexed"] > 100 and st["lastSweepCompletedAt"] is not None
         policy.save(home, policy.Policy(False, None))
         d.service.apply_policy()
-        st = search_status(d.service)
+        st = answer(search_status(d.service))
         assert st["phase"] == "closed" and st["enabled"] is False
 
 
@@ -259,10 +259,10 @@ def test_no_registered_service_means_no_service_and_the_sentinel() -> None:
     from aivault.errors import InvalidParams
     from aivault.vault.endpoints import NULL_SERVICE, search_sessions, search_status
 
-    assert search_sessions(NULL_SERVICE, {"query": "x"}) == {"kind": "unavailable", "reason": "no-service"}
+    assert answer(search_sessions(NULL_SERVICE, {"query": "x"})) == {"kind": "unavailable", "reason": "no-service"}
     with pytest.raises(InvalidParams):
-        search_sessions(NULL_SERVICE, {"query": 42})
-    assert search_status(NULL_SERVICE) == {"enabled": False, "phase": "idle", "filesIndexed": 0, "filesDue": 0,
+        answer(search_sessions(NULL_SERVICE, {"query": 42}))
+    assert answer(search_status(NULL_SERVICE)) == {"enabled": False, "phase": "idle", "filesIndexed": 0, "filesDue": 0,
                                            "filesFailed": 0, "degradedRoots": [], "lastReconcileAt": None,
                                            "lastSweepCompletedAt": None, "generation": 0}
 
@@ -272,10 +272,10 @@ def test_a_registered_service_answers_disabled_or_not_ready(home: Home, roots: d
     from aivault.vault.endpoints import search_sessions
 
     with InprocDaemon(home, roots, start=False) as d:
-        assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "not-ready"}
+        assert answer(search_sessions(d.service, {"query": "x"})) == {"kind": "unavailable", "reason": "not-ready"}
         policy.save(home, policy.Policy(False, None))
         d.service.apply_policy()
-        assert search_sessions(d.service, {"query": "x"}) == {"kind": "unavailable", "reason": "disabled"}
+        assert answer(search_sessions(d.service, {"query": "x"})) == {"kind": "unavailable", "reason": "disabled"}
 
 
 class OldPeer:
@@ -349,7 +349,7 @@ def test_transport_and_authentication_failures_stay_errors(home: Home, roots: di
     try:
         wrong = Connection(home, rpc=RpcClient(home.rpc_endpoint, b"k" * 32, timeout_s=5))
         with pytest.raises(AuthenticationError):
-            wrong.search({"query": "x"})
+            answer(wrong.search({"query": "x"}))
         wrong.close()
     finally:
         d.stop()
@@ -432,8 +432,8 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
         "recent gizmo")
     with InprocDaemon(home, roots) as d:
         d.service.indexer.reconcile(True).result(60)
-        assert len(search_sessions(d.service, {"query": "gizmo", "limit": 100})["hits"]) == 100
-        g0 = search_status(d.service)["generation"]
+        assert len(answer(search_sessions(d.service, {"query": "gizmo", "limit": 100}))["hits"]) == 100
+        g0 = answer(search_status(d.service))["generation"]
         w = d.service.indexer.writer
         # Interrupt a sweep after one transaction, as a stop would: it keeps what it did.
         calls: list[int] = []
@@ -448,13 +448,13 @@ def test_retention_sweeps_old_sessions_in_small_transactions(home: Home, roots: 
         policy.save(home, policy.Policy(True, 30))
         d.service.apply_policy()  # close-and-build with the new window; the sweep resumes
         d.service.indexer.reconcile(True).result(60)
-        hits = search_sessions(d.service, {"query": "gizmo", "limit": 100})["hits"]
+        hits = answer(search_sessions(d.service, {"query": "gizmo", "limit": 100}))["hits"]
         assert [h["cwd"] for h in hits] == ["/home/dev/recent"]
-        st = search_status(d.service)
+        st = answer(search_status(d.service))
         assert st["generation"] >= g0 + 3 and st["lastSweepCompletedAt"] is not None
         again = d.service.indexer.reconcile(True).result(60)
         assert again["messages"] == 0, "expired files must not be read again while unchanged"
         policy.save(home, policy.Policy(True, None))
         d.service.apply_policy()  # forever: expired sessions come back
         d.service.indexer.reconcile(True).result(60)
-        assert len(search_sessions(d.service, {"query": "ancient", "limit": 100})["hits"]) == 100
+        assert len(answer(search_sessions(d.service, {"query": "ancient", "limit": 100}))["hits"]) == 100

@@ -18,6 +18,7 @@ import pytest
 from aivault.home import Home
 from aivault.query.hybrid import SIMILARITY_FLOOR
 from aivault.render import SIMILAR_TAG, print_results
+from tests.support.common import answer
 from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.support.semantic import PARAPHRASE, semantic_on, wait_vectors, write_topics
 
@@ -109,8 +110,8 @@ def test_direct_and_daemon_modes_answer_with_the_same_sessions(home: Home, roots
     assert daemon[PARAPHRASE] and daemon[HEALTH_PARAPHRASE]
     svc = DirectService(home, open_reader(home))
     try:
-        direct = {q: _sessions(svc.search({"query": q})) for q in QUERIES}
-        routes = {q: svc.search({"query": q, "debug": True})["debug"]["route"] for q in QUERIES}
+        direct = {q: _sessions(answer(svc.search({"query": q}))) for q in QUERIES}
+        routes = {q: answer(svc.search({"query": q, "debug": True}))["debug"]["route"] for q in QUERIES}
     finally:
         svc.close()
         svc.con.close()  # DirectService leaves its handle to its opener; a writer opens the file next

@@ -26,7 +26,7 @@ from aivault.home import Home
 from aivault.indexer import reclaim, sql_maint
 from aivault.protocol import METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATS, METHOD_STATUS
 from bench.gen_corpus import generate
-from tests.support.common import cli_env, run_cli, wait_until
+from tests.support.common import answer, cli_env, run_cli, wait_until
 from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
 
 MESSAGES = 20_000
@@ -144,7 +144,7 @@ def _direct_answers(h: Home, queries: list[dict[str, Any]]) -> tuple[list[dict[s
     con = open_reader(h)
     svc = DirectService(h, con)
     try:
-        answers = [svc.search(q) for q in queries]
+        answers = [answer(svc.search(q)) for q in queries]
         return [_comparable(a) for a in answers], answers[0]["page"]["cursor"]
     finally:
         svc.engine.close()
@@ -158,7 +158,7 @@ def _page_two(h: Home, query: dict[str, Any], cursor: str) -> dict[str, Any]:
     con = open_reader(h)
     svc = DirectService(h, con)
     try:
-        return _comparable(svc.search({**query, "cursor": cursor}))
+        return _comparable(answer(svc.search({**query, "cursor": cursor})))
     finally:
         svc.engine.close()
         con.close()

@@ -20,7 +20,7 @@ from aivault.indexer.segments import L0_FANIN, SegmentSet
 from aivault.indexer.store import BULK_MEMORY_LIMIT, BULK_PASS_THREADS, MEMORY_LIMIT, THREADS
 from aivault.priority import BACKGROUND_NICE
 from tests.builders import ClaudeWriter
-from tests.support.common import wait_until
+from tests.support.common import answer, wait_until
 from tests.support.daemons import InprocDaemon
 
 
@@ -68,7 +68,7 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         assert _threads(d) == BULK_PASS_THREADS < THREADS  # the scanners have the other cores
         # A search during a bulk load (another client through the daemon socket) ends it: the
         # pile is frozen and sorted without waiting for more.
-        assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
+        assert len(answer(search_sessions(d.service, {"query": "walrus", "limit": 100}))["hits"]) == sessions
         assert wait_until(lambda: "sorted" in _states(d) and "frozen" not in _states(d), timeout=30), _states(d)
         assert _memory_limit(d) == _limit_of(MEMORY_LIMIT)
         assert wait_until(lambda: _threads(d) == THREADS, timeout=30)  # once the merges the search began end
@@ -80,8 +80,8 @@ def test_a_bulk_load_sorts_at_the_end_and_a_search_ends_it(home: Home, roots: di
         states = _states(d)
         assert "frozen" not in states and 1 <= states.count("sorted") <= 2, states
         assert d.service.indexer.writer.segments.active.rows == 0
-        assert len(search_sessions(d.service, {"query": "walrus", "limit": 100})["hits"]) == sessions
-        assert len(search_sessions(d.service, {"query": "w7x59"})["hits"]) == 1
+        assert len(answer(search_sessions(d.service, {"query": "walrus", "limit": 100}))["hits"]) == sessions
+        assert len(answer(search_sessions(d.service, {"query": "w7x59"}))["hits"]) == 1
     finally:
         d.close()
 
@@ -119,7 +119,7 @@ def test_a_daemons_merges_leave_a_core_to_searches_and_sort_with_all_when_nobody
         assert _threads(d) == BULK_PASS_THREADS < THREADS  # its batches committed with fewer
         ix.compact("all").result(60)
         assert seen == [THREADS], seen
-        assert search_sessions(d.service, {"query": "walrus"})["hits"]  # a search ends the bulk load
+        assert answer(search_sessions(d.service, {"query": "walrus"}))["hits"]  # a search ends the bulk load
         assert wait_until(lambda: not ix.bulk, timeout=30)
         ix.compact("all").result(60)
         ClaudeWriter(roots["claude"], cwd="/home/dev/daemon").user("a walrus the daemon merges")
@@ -173,7 +173,7 @@ def test_a_merge_that_began_with_nobody_searching_yields_when_a_search_comes(
         ix.reconcile(True).result(60)
         compacted = ix.compact("all")
         assert inside.wait(60)
-        assert search_sessions(d.service, {"query": "walrus"})["hits"]  # a search while the merge runs
+        assert answer(search_sessions(d.service, {"query": "walrus"}))["hits"]  # a search while the merge runs
         go.set()
         compacted.result(60)
         assert seen[0] == (THREADS, base), seen
@@ -217,14 +217,14 @@ def test_a_merge_whose_registration_fails_is_abandoned_and_the_indexer_goes_on(
                 cur.close()
 
         assert targets[0] not in tables(), "the abandoned merge's table was left behind"
-        assert search_sessions(d.service, {"query": "walrus"})["hits"]
+        assert answer(search_sessions(d.service, {"query": "walrus"}))["hits"]
         monkeypatch.setattr(SegmentSet, "register", real)
         ClaudeWriter(roots["claude"], cwd="/home/dev/two").user("a walrus after the refusal")
         ix.reconcile(True).result(60)
         ix.compact("all").result(60)
         assert ix._thread is not None and ix._thread.is_alive()
         assert [s.state for s in ix.writer.segments.segments].count("sorted") == 1
-        assert len(search_sessions(d.service, {"query": "walrus"})["hits"]) == 2
+        assert len(answer(search_sessions(d.service, {"query": "walrus"}))["hits"]) == 2
 
 
 def test_requests_to_a_stopped_indexer_settle_at_once(home: Home, roots: dict[str, Path]) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from aivault.home import Home, write_private
 from tests.builders import ClaudeWriter
-from tests.support.common import wait_until
+from tests.support.common import answer, wait_until
 from tests.support.daemons import DaemonProcess, InprocDaemon
 from tests.support.index import assert_indexes_agree
 from tests.support.semantic import PARAPHRASE, TOPICS, semantic_on, wait_vectors, write_topics
@@ -37,11 +37,11 @@ def test_a_paraphrase_is_found_by_vectors_when_words_cannot_find_it(semantic_dae
     semantic_daemon.reconcile()
     wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
-    lexical = svc.search({"query": PARAPHRASE}, force_route="lexical")
+    lexical = answer(svc.search({"query": PARAPHRASE}, force_route="lexical"))
     assert ids["asyncio"] not in [h["sessionId"] for h in lexical["hits"]]
-    vector = svc.search({"query": PARAPHRASE}, force_route="vector")
+    vector = answer(svc.search({"query": PARAPHRASE}, force_route="vector"))
     assert vector["hits"][0]["sessionId"] == ids["asyncio"]
-    hybrid = svc.search({"query": PARAPHRASE, "debug": True})
+    hybrid = answer(svc.search({"query": PARAPHRASE, "debug": True}))
     assert hybrid["debug"]["route"] == "hybrid"
     assert hybrid["hits"][0]["sessionId"] == ids["asyncio"]
 
@@ -52,9 +52,9 @@ def test_the_trace_appears_only_with_debug(semantic_daemon: InprocDaemon, roots:
     semantic_daemon.reconcile()
     wait_vectors(semantic_daemon.service.stats)
     svc = semantic_daemon.service
-    plain = svc.search({"query": "why does the pod keep restarting before migrations", "limit": 2})
+    plain = answer(svc.search({"query": "why does the pod keep restarting before migrations", "limit": 2}))
     assert "debug" not in plain and set(plain) == {"kind", "hits", "page", "generation", "truncated", "durationMs"}
-    r = svc.search({"query": "why does the pod keep restarting before migrations", "limit": 2, "debug": True})
+    r = answer(svc.search({"query": "why does the pod keep restarting before migrations", "limit": 2, "debug": True}))
     assert r["debug"]["route"] == "hybrid" and r["debug"]["plannerReport"]["route"] == "hybrid"
     trace = r["debug"]["trace"]
     assert [t["sessionId"] for t in trace] == [h["sessionId"] for h in r["hits"]]
@@ -79,7 +79,7 @@ def test_identifiers_stay_lexical_and_unready_vectors_never_block(home: Home, ro
         r = d.search("why does the pod keep restarting", debug=True)
         assert r["debug"]["route"] in ("phrase", "all", "typo", "any") and r["hits"]
         with pytest.raises(ValueError, match="not ready"):
-            d.service.search({"query": "pod restarting"}, force_route="hybrid")
+            answer(d.service.search({"query": "pod restarting"}, force_route="hybrid"))
     from aivault.query.hybrid import prefers_semantic
 
     for q in ("CrashLoopBackOff", '"event loop"', "src/app.py", "#123", "foo_bar", '"event loop" blocked',
@@ -102,18 +102,18 @@ def test_paging_and_cursors_work_on_hybrid_results(semantic_daemon: InprocDaemon
     seen: list[str] = []
     cursor = None
     while True:
-        r = svc.search({"query": q, "limit": 2, **({"cursor": cursor} if cursor else {})})
+        r = answer(svc.search({"query": q, "limit": 2, **({"cursor": cursor} if cursor else {})}))
         assert r["kind"] == "results"
         seen += [h["sessionId"] for h in r["hits"]]
         cursor = r["page"]["cursor"]
         if cursor is None:
             break
     assert len(seen) == len(set(seen)) == len(TOPICS)
-    first = svc.search({"query": q, "limit": 2})
+    first = answer(svc.search({"query": q, "limit": 2}))
     ClaudeWriter(roots["claude"], cwd="/home/dev/new").user("a brand new session about layout tests")
     semantic_daemon.reconcile()
     wait_vectors(semantic_daemon.service.stats)
-    assert svc.search({"query": q, "limit": 2, "cursor": first["page"]["cursor"]})["kind"] == "stale-cursor"
+    assert answer(svc.search({"query": q, "limit": 2, "cursor": first["page"]["cursor"]}))["kind"] == "stale-cursor"
 
 
 def test_equal_text_is_embedded_once_and_deleted_chunks_leave_the_index(semantic_daemon: InprocDaemon,
@@ -263,7 +263,7 @@ def test_read_only_processes_use_the_saved_vectors_and_fall_back_to_words_withou
         for factory, route in ((make, "hybrid"), (broken, "any")):
             vec = ReadOnlyVectors(home, con, factory, configured_fingerprint(None))
             engine = Engine(con, home.key(), vectors=vec)
-            r = engine.search(parse_request({"query": PARAPHRASE + " forever", "debug": True}))
+            r = answer(engine.search(parse_request({"query": PARAPHRASE + " forever", "debug": True})))
             assert r["debug"]["route"] == route, factory
             if route == "hybrid":
                 assert r["hits"][0]["sessionId"] == ids["asyncio"]

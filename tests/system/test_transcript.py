@@ -13,7 +13,7 @@ from aivault.errors import InvalidParams, SessionNotFound
 from aivault.home import Home
 from aivault.protocol import METHOD_READ
 from tests.builders import ClaudeWriter
-from tests.support.common import run_cli
+from tests.support.common import answer, run_cli
 from tests.support.daemons import DaemonProcess, InprocDaemon
 
 
@@ -32,7 +32,7 @@ def _session(roots: dict[str, Path], n: int = 30) -> ClaudeWriter:
 def _read(d: InprocDaemon, **params: Any) -> dict[str, Any]:
     from aivault.query.transcript import read_session
 
-    value: dict[str, Any] = read_session(d.service, params)
+    value: dict[str, Any] = answer(read_session(d.service, params))
     return value
 
 
