@@ -1,26 +1,21 @@
-"""The one place that packs and unpacks frames (docs/protocol.md).
+"""The RPC frames and the relay stream (docs/protocol.md §1, §5.1): msgpack, and the signing.
 
-RPC messages (client <-> broker) are signed with HMAC-SHA256 under the data directory's key;
-ingest messages (scanner <-> indexer) travel over a socket inside the ``0700`` data
-directory and are not signed. Bulk ingest payloads (row columns, term arrays) are separate
-raw frames, never nested inside the msgpack header.
+RPC messages (client <-> broker) are signed with HMAC-SHA256 under the data directory's key. This
+is part of the thin client's lean core (aivault/thin/__init__.py); the ingest frames between the
+scanner and the indexer, which travel unsigned inside the ``0700`` data directory, are
+aivault/ingest.py's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 
-if TYPE_CHECKING:
-    import numpy as np
-
-from aivault.errors import AuthenticationError, HeaderInvalid, InvalidRequest, ProtocolError, ProtocolVersionError
+from aivault.errors import AuthenticationError, InvalidRequest, ProtocolError, ProtocolVersionError
 from aivault.protocol import (
-    INGEST_MAGIC,
     PROTOCOL_VERSION,
     RPC_MAGIC,
     RPC_MAX_FRAME_BYTES,
@@ -85,7 +80,7 @@ def encode_request(key: bytes, req: RpcRequest) -> list[bytes]:
     return [RPC_MAGIC, _sign(key, header, body), header, body]
 
 
-def _check_version(header: dict[str, Any], what: str) -> None:
+def check_version(header: dict[str, Any], what: str) -> None:
     v = header.get("v")
     if v != PROTOCOL_VERSION:
         raise ProtocolVersionError(f"{what} of protocol version {v!r}; this aivault speaks version {PROTOCOL_VERSION}. "
@@ -97,7 +92,7 @@ def decode_request(key: bytes, frames: list[bytes]) -> RpcRequest:
     h = unpackb(header, max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(h, dict) or not isinstance(h.get("id"), str) or not isinstance(h.get("method"), str):
         raise ProtocolError("request header must be a map with string 'id' and 'method'")
-    _check_version(h, "a request")
+    check_version(h, "a request")
     if len(h["id"]) > RPC_MAX_ID_CHARS:
         raise InvalidRequest(f"request id of {len(h['id'])} characters; at most {RPC_MAX_ID_CHARS}")
     host = h.get("host")
@@ -117,7 +112,7 @@ def decode_reply(key: bytes, frames: list[bytes]) -> RpcReply:
     h = unpackb(header, max_bytes=_MAX_HEADER_BYTES)
     if not isinstance(h, dict) or not isinstance(h.get("id"), str) or not isinstance(h.get("ok"), bool):
         raise ProtocolError("reply header must be a map with string 'id' and bool 'ok'")
-    _check_version(h, "a reply")
+    check_version(h, "a reply")
     return RpcReply(id=h["id"], ok=h["ok"], value=unpackb(body))
 
 
@@ -231,194 +226,3 @@ class StreamDecoder:
         frames = [bytes(buf[a:b]) for a, b in spans]
         del buf[:pos]
         return frames
-
-
-# --- ingest ------------------------------------------------------------------------------
-
-
-class IngestMessage(NamedTuple):
-    kind: bytes
-    header: dict[str, Any]
-    payload: list[bytes]
-
-
-def encode_ingest(kind: bytes, header: Mapping[str, Any], payload: list[bytes] | None = None) -> list[bytes]:
-    return [INGEST_MAGIC, kind, packb({**header, "v": PROTOCOL_VERSION}), *(payload or [])]
-
-
-# --- ingest headers checked against their records (aivault/protocol.py INGEST_HEADERS) -------------------
-# A checker appends what is wrong with a value (where, and what) to ``problems``; built once per type, on the
-# first decode (the CLI, which never decodes an ingest message, pays nothing).
-_Check = Callable[[Any, str, list[str]], None]
-_HEADER_CHECKS: dict[bytes, _Check] = {}
-_MAX_PROBLEMS = 5
-
-
-def _what(v: Any) -> str:
-    return "nil" if v is None else type(v).__name__
-
-
-def _checker(tp: Any) -> _Check:
-    import types
-    import typing
-
-    from aivault.protocol import FILE_PART_SENT, FilePart
-
-    if tp is Any:
-        return lambda v, w, out: None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        alts = [_checker(a) for a in typing.get_args(tp)]
-        names = " or ".join("nil" if a is type(None) else getattr(a, "__name__", str(a)) for a in typing.get_args(tp))
-
-        def union(v: Any, w: str, out: list[str]) -> None:
-            for alt in alts:
-                trial: list[str] = []
-                alt(v, w, trial)
-                if not trial:
-                    return
-            out.append(f"{w} must be {names}, not {_what(v)}")
-        return union
-    if origin is list:
-        each = _checker(typing.get_args(tp)[0])
-
-        def array(v: Any, w: str, out: list[str]) -> None:
-            if not isinstance(v, list):
-                out.append(f"{w} must be an array, not {_what(v)}")
-                return
-            for i, x in enumerate(v):
-                each(x, f"{w}[{i}]", out)
-                if len(out) >= _MAX_PROBLEMS:
-                    return
-        return array
-    if origin is dict:
-        key_check, value_check = (_checker(a) for a in typing.get_args(tp))
-
-        def mapping(v: Any, w: str, out: list[str]) -> None:
-            if not isinstance(v, dict):
-                out.append(f"{w} must be a map, not {_what(v)}")
-                return
-            for k, x in v.items():
-                key_check(k, f"{w} key", out)
-                value_check(x, f"{w}[{str(k)[:40]!r}]", out)
-                if len(out) >= _MAX_PROBLEMS:
-                    return
-        return mapping
-    if typing.is_typeddict(tp):
-        fields = {k: _checker(t) for k, t in typing.get_type_hints(tp).items()}
-        required = sorted(FILE_PART_SENT if tp is FilePart else tp.__required_keys__)
-
-        def record(v: Any, w: str, out: list[str]) -> None:
-            if not isinstance(v, dict):
-                out.append(f"{w} must be a map, not {_what(v)}")
-                return
-            missing = [k for k in required if k not in v]
-            if missing:
-                out.append(f"{w} lacks {', '.join(repr(k) for k in missing)}")
-            for k, check in fields.items():
-                if k in v:
-                    check(v[k], f"{w}.{k}", out)
-        return record
-    if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):  # a NamedTuple: an array
-        checks = [(k, _checker(t)) for k, t in typing.get_type_hints(tp).items()]
-
-        def row(v: Any, w: str, out: list[str]) -> None:
-            if not isinstance(v, list | tuple) or len(v) != len(checks):
-                out.append(f"{w} must be an array of {len(checks)} ({', '.join(k for k, _ in checks)})")
-                return
-            for (k, check), x in zip(checks, v, strict=True):
-                check(x, f"{w}.{k}", out)
-        return row
-    if tp is int:  # msgpack keeps booleans apart from integers: a true is not a count
-        return lambda v, w, out: None if isinstance(v, int) and not isinstance(v, bool) else out.append(
-            f"{w} must be an integer, not {_what(v)}")
-    if tp is float:
-        return lambda v, w, out: None if isinstance(v, int | float) and not isinstance(v, bool) else out.append(
-            f"{w} must be a number, not {_what(v)}")
-    if tp is type(None):
-        return lambda v, w, out: None if v is None else out.append(f"{w} must be nil, not {_what(v)}")
-    if tp in (str, bool, bytes):
-        return lambda v, w, out: None if isinstance(v, tp) else out.append(
-            f"{w} must be {tp.__name__}, not {_what(v)}")
-    raise TypeError(f"no checker for {tp!r}")  # a record in protocol.py uses a type this does not know
-
-
-def check_header(kind: bytes, header: dict[str, Any]) -> None:
-    """HeaderInvalid unless ``header`` has the fields of its kind's record, each of its type
-    (docs/protocol.md §2.2). Fields a record does not name are left alone: a newer peer may send more."""
-    check = _HEADER_CHECKS.get(kind)
-    if check is None:
-        from aivault.protocol import INGEST_HEADERS
-
-        check = _HEADER_CHECKS[kind] = _checker(INGEST_HEADERS[kind])
-    problems: list[str] = []
-    check(header, "header", problems)
-    if problems:
-        seq = header.get("seq")
-        raise HeaderInvalid(f"{kind.decode('ascii', 'replace')} {'; '.join(problems[:_MAX_PROBLEMS])}",
-                            seq if isinstance(seq, int) and not isinstance(seq, bool) else None)
-
-
-def decode_ingest(frames: list[bytes], allowed: tuple[bytes, ...]) -> IngestMessage:
-    if len(frames) < 3 or frames[0] != INGEST_MAGIC:
-        raise ProtocolError(f"expected an ingest message starting with {INGEST_MAGIC!r}")
-    kind = bytes(frames[1])
-    if kind not in allowed:
-        raise ProtocolError(f"unexpected ingest message kind {kind[:32]!r}")
-    header = unpackb(frames[2], max_bytes=_MAX_HEADER_BYTES)
-    if not isinstance(header, dict):
-        raise ProtocolError("ingest header must be a map")
-    _check_version(header, f"an ingest {kind.decode('ascii', 'replace')} message")
-    check_header(kind, header)
-    return IngestMessage(kind=kind, header=header, payload=list(frames[3:]))
-
-
-# --- BATCH payload: chunk columns as one msgpack frame, postings as raw little-endian arrays ---
-_COLUMNS = ("file", "ord", "part", "role", "kind", "ts", "dl", "text")
-
-
-class BatchPayload(NamedTuple):
-    """A BATCH's bulk data: per-chunk columns, and postings (chunk index, term hash, tf) arrays."""
-
-    columns: dict[str, list[Any]]
-    p_chunk: np.ndarray  # uint32, indexes the chunk columns
-    p_term: np.ndarray  # int64 term hashes
-    p_tf: np.ndarray  # uint16
-    vocab: list[str]  # terms this scanner had not sent before (typo repair)
-
-
-def encode_batch(payload: BatchPayload) -> list[bytes]:
-    """The five payload frames that follow a BATCH header (docs/protocol.md §2.2)."""
-    return [
-        packb(payload.columns),
-        payload.p_chunk.astype("<u4").tobytes(),
-        payload.p_term.astype("<i8").tobytes(),
-        payload.p_tf.astype("<u2").tobytes(),
-        packb(payload.vocab),
-    ]
-
-
-def decode_batch(header: Mapping[str, Any], frames: list[bytes]) -> BatchPayload:
-    """The payload of a BATCH, checked against its header's counts (ProtocolError otherwise)."""
-    import numpy as np  # only the indexer decodes batches; clients of this module need no numpy
-
-    if len(frames) != 5:
-        raise ProtocolError(f"a batch carries 5 payload frames, got {len(frames)}")
-    n_chunks, n_post = int(header.get("chunks", 0)), int(header.get("postings", 0))
-    columns = unpackb(frames[0])
-    for i, width in ((1, 4), (2, 8), (3, 2)):
-        if len(frames[i]) != width * n_post:
-            raise ProtocolError("posting arrays disagree with the header's count")
-    p_chunk = np.frombuffer(frames[1], dtype="<u4")
-    p_term = np.frombuffer(frames[2], dtype="<i8")
-    p_tf = np.frombuffer(frames[3], dtype="<u2")
-    vocab = unpackb(frames[4])
-    if not isinstance(columns, dict) or any(len(columns.get(c, ())) != n_chunks for c in _COLUMNS):
-        raise ProtocolError("chunk columns disagree with the header's count")
-    if not all(type(f) is int for f in columns["file"]) or not all(type(t) is str for t in columns["text"]):
-        raise ProtocolError("a chunk's file must be an integer and its text a string")
-    if n_post and int(p_chunk.max()) >= n_chunks:
-        raise ProtocolError("a posting points past the batch's chunks")
-    if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
-        raise ProtocolError("the vocabulary frame must be a list of strings")
-    return BatchPayload(columns, p_chunk, p_term, p_tf, vocab)

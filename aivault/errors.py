@@ -22,7 +22,7 @@ class ProtocolError(AivaultError):
 
 
 class HeaderInvalid(ProtocolError):
-    """An ingest header that does not have its record's fields and types (aivault/protocol.py): found where it
+    """An ingest header that does not have its record's fields and types (aivault/ingest.py): found where it
     is decoded. ``seq`` is the batch's sequence number when the header has a readable one, so that the NACK
     can name it and the scanner sets aside that batch's files only."""
 

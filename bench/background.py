@@ -86,7 +86,7 @@ class Daemon:
     """The bench's daemon (``CHILD``) on its data directory, with an RPC client."""
 
     def __init__(self, home: Home, roots: list[str], env: dict[str, str]) -> None:
-        from aivault.broker.client import RpcClient
+        from aivault.thin.client import RpcClient
 
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(home.path), *roots], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -148,7 +148,7 @@ def hybrid_home(out: Path, lexical: Home) -> tuple[Home, dict[str, Any] | None]:
 
 
 def start_daemon(h: Home, corpus: Path) -> subprocess.Popen[bytes]:
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     proc = subprocess.Popen([AIVAULT, "serve", *root_args(corpus)], env=env_for(h.path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

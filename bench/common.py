@@ -120,7 +120,7 @@ def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> d
 
 def start_daemon(corpus: Path, env: dict[str, str], home: Home) -> tuple[subprocess.Popen[bytes], Any]:
     """``aivault serve`` over the corpus in the background, and an RPC client once it answers ping."""
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

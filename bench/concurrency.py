@@ -55,7 +55,7 @@ class Phase:
 
 def run_clients(home: Home, clients: int, until: threading.Event, seed: int) -> Phase:
     """``clients`` threads searching back to back until ``until`` is set."""
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     phase = Phase()
 
@@ -96,7 +96,7 @@ class Served:
     """`aivault serve` over a fresh data directory; indexing starts at once."""
 
     def __init__(self, base: Path, corpus: Path, label: str) -> None:
-        from aivault.broker.client import RpcClient
+        from aivault.thin.client import RpcClient
 
         path = base / f"home-concurrency-{label}"
         if path.exists():

@@ -66,7 +66,7 @@ def inject_vectors(h: Home) -> dict[str, Any]:
 def measure(h: Home, daemon_args: list[str], env: dict[str, str], queries: dict[str, list[str]],
             time_queries: Any) -> dict[str, Any]:
     """Start the daemon with vectors, wait for its index, time searches while the worker embeds."""
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     res: dict[str, Any] = {"injected": inject_vectors(h)}
     proc = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *daemon_args], env=env,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from aivault.broker.client import Connection, connect_daemon
 from aivault.broker.remote.hosts import parse_host, remote_unavailable
 from aivault.home import Home
+from aivault.thin.client import Connection, connect_daemon
 
 # How long a front end waits for the daemon's answer before saying it did not answer.
 FRONT_END_RPC_TIMEOUT_S = 10.0

@@ -8,7 +8,7 @@ answer that client's transport may see. Every end that serves requests goes thro
 * the daemon's ipc socket (``Daemon.handle``), for its own machine's callers;
 * the daemon's paired listener, for paired clients (``Daemon.handle`` after the listener's gate);
 * the ssh relay (broker/remote/relay.py), for its relay client;
-* a client process answering from its own index, with no daemon (direct mode, broker/client.py).
+* a client process answering from its own index, with no daemon (direct mode, aivault/thin/client.py).
 
 They differ only in the ``Context`` they hand it: who asks, what answers search, status and read, the
 ping facts, and which of the daemon's controls and host connections exist there. A request the table

@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from aivault.codec import BatchPayload, packb
+from aivault.codec import packb
 from aivault.errors import ProtocolError, Refused
 from aivault.indexer.store import Meta, now_ms
-from aivault.protocol import CONVERSATION_ROLES, Batch, FilePart, Kind, Title
+from aivault.ingest import Batch, BatchPayload, FilePart, Title
+from aivault.protocol import CONVERSATION_ROLES, Kind
 
 # Distinct skip reasons kept per file: reasons are a small fixed vocabulary; the cap only guards
 # the table against a peer sending arbitrary keys.

@@ -20,7 +20,7 @@ from typing import Any, cast
 from aivault.errors import IndexerClosed
 from aivault.indexer.scanners import Slot
 from aivault.indexer.store import now_ms
-from aivault.protocol import PassDone
+from aivault.ingest import PassDone
 
 SUMMED = ("files_seen", "files_changed", "messages", "malformed", "oversized", "record_cut", "too_old")
 

@@ -22,8 +22,8 @@ from typing import Any
 import aivault
 from aivault import log
 from aivault.home import Home
-from aivault.protocol import Progress as ProgressHeader
-from aivault.protocol import shard_of
+from aivault.ingest import Progress as ProgressHeader
+from aivault.ingest import shard_of
 
 __all__ = ["EXIT_USAGE", "MAX_SCANNERS", "Progress", "ScannerPool", "Slot", "default_scanners", "shard_of"]
 

@@ -23,7 +23,6 @@ import duckdb
 import zmq
 
 from aivault import log
-from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.embed import Embedder
 from aivault.errors import HeaderInvalid, IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.heap import release_free_memory, tune_for_bulk
@@ -57,7 +56,7 @@ from aivault.indexer.store import (
 )
 from aivault.indexer.vector_service import VectorService
 from aivault.indexer.writer import Writer
-from aivault.protocol import (
+from aivault.ingest import (
     HEARTBEAT_INTERVAL_S,
     K_ACK,
     K_BATCH,
@@ -70,20 +69,23 @@ from aivault.protocol import (
     K_RECONCILE,
     K_STATE,
     K_STOP,
-    PROTOCOL_VERSION,
     SCANNER_KINDS,
     Ack,
     Batch,
     GetStates,
     Hello,
+    IngestMessage,
     Nack,
     PassDone,
     Ping,
     Reconcile,
     State,
     Stop,
+    decode_ingest,
+    encode_ingest,
 )
-from aivault.protocol import Progress as ProgressHeader
+from aivault.ingest import Progress as ProgressHeader
+from aivault.protocol import PROTOCOL_VERSION
 
 _log = log.get("indexer")
 

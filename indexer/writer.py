@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from aivault import log
-from aivault.codec import BatchPayload, decode_batch
 from aivault.indexer import segments as seg_mod
 from aivault.indexer import sql_maint, sql_write
 from aivault.indexer.batch import (
@@ -32,7 +31,7 @@ from aivault.indexer.batch import (
 from aivault.indexer.duck import one
 from aivault.indexer.segments import MergePlan, SegmentLock, SegmentSet
 from aivault.indexer.store import Meta, transaction
-from aivault.protocol import Batch, FileState
+from aivault.ingest import Batch, BatchPayload, FileState, decode_batch
 
 _log = log.get("indexer.writer")
 

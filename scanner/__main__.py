@@ -16,13 +16,13 @@ import time
 from collections import deque
 
 from aivault import heap, log, priority
-from aivault.codec import IngestMessage
 from aivault.errors import IndexerGone, InvalidRoot, Resync, StopRequested
-from aivault.protocol import (
+from aivault.ingest import (
     BULK_BATCH_SCALE,
     BULK_MAX_INFLIGHT_BATCHES,
     K_PASS_DONE,
     MAX_INFLIGHT_BATCHES,
+    IngestMessage,
     PassDone,
 )
 from aivault.scanner.discover import Root, default_roots, parse_root_spec

@@ -10,15 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from aivault import protocol
-from aivault.codec import BatchPayload, encode_batch
-from aivault.protocol import (
+from aivault.ingest import (
     BATCH_MAX_BYTES,
     BATCH_MAX_HEADER_BYTES,
     BATCH_MAX_MESSAGES,
     Batch,
+    BatchPayload,
     FilePart,
     SessionMeta,
     Title,
+    encode_batch,
 )
 from aivault.scanner.model import Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text

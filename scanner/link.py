@@ -18,9 +18,8 @@ from typing import Any, cast
 import zmq
 
 from aivault import log
-from aivault.codec import IngestMessage, decode_ingest, encode_ingest
 from aivault.errors import IndexerGone, ProtocolError, Resync, StopRequested
-from aivault.protocol import (
+from aivault.ingest import (
     INDEXER_KINDS,
     INDEXER_SILENCE_TIMEOUT_S,
     K_ACK,
@@ -31,8 +30,11 @@ from aivault.protocol import (
     MAX_INFLIGHT_BATCHES,
     Ack,
     Batch,
+    IngestMessage,
     Nack,
     State,
+    decode_ingest,
+    encode_ingest,
 )
 
 _log = log.get("scanner.link")

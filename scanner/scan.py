@@ -23,12 +23,11 @@ import msgpack
 from aivault import log
 from aivault.codec import packb
 from aivault.errors import ParserStateError, UnitChanged, UnitUnreadable
-from aivault.protocol import (
+from aivault.ingest import (
     K_BATCH,
     K_GET_STATES,
     K_HELLO,
     K_PROGRESS,
-    PROTOCOL_VERSION,
     GetStates,
     Hello,
     Progress,
@@ -36,6 +35,7 @@ from aivault.protocol import (
     Title,
     shard_of,
 )
+from aivault.protocol import PROTOCOL_VERSION
 from aivault.scanner.agents import SPECS
 from aivault.scanner.batch import BatchBuilder, session_dict
 from aivault.scanner.link import IngestLink

@@ -165,7 +165,7 @@ def _main(argv: list[str] | None, oneshot: bool = False) -> int:
         # taken from the other core (`python -m bench.cli_latency`). Read when the library loads, so
         # set before anything imports NumPy; a value the user set is kept.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        from aivault.cli.light_imports import light_duckdb_version
+        from aivault.thin.light_imports import light_duckdb_version
 
         light_duckdb_version()
     log.configure("warning")

@@ -56,9 +56,9 @@ def _state(path: str) -> tuple[str, str | None]:
 
 def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
     """The report as data (what ``--json`` prints)."""
-    from aivault.broker.client import Connection
     from aivault.scanner.agents import SPECS
     from aivault.scanner.sources import RootProblem, census
+    from aivault.thin.client import Connection
 
     roots = _roots(home, args)
     rows: list[dict[str, Any]] = []
@@ -108,7 +108,7 @@ def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
-    from aivault.render import Style, repair_lines, skip_lines
+    from aivault.thin.render import Style, repair_lines, skip_lines
 
     result = examine(home, args)
     if args.json:

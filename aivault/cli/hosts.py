@@ -90,8 +90,8 @@ def _when(ms: int | None) -> str:
 
 
 def cmd_hosts(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.client import Connection
     from aivault.broker.remote.pairing import list_clients
+    from aivault.thin.client import Connection
 
     conn = Connection(home)
     try:
@@ -239,9 +239,9 @@ def cmd_hosts_revoke(args: argparse.Namespace, home: Home) -> int:
 def cmd_pair(args: argparse.Namespace, home: Home) -> int:
     import socket
 
-    from aivault.broker.client import RpcClient, connect_daemon
     from aivault.broker.remote.pairing import issue_code
     from aivault.protocol import METHOD_PING
+    from aivault.thin.client import RpcClient, connect_daemon
 
     if not 0 < args.expires_min <= 24 * 60:
         raise CliError("--expires-min must be above 0 and at most a day (1440)", EXIT_USAGE)

@@ -18,7 +18,7 @@ from aivault.home import Home
 from aivault.protocol import METHOD_CLEAR, METHOD_RECONCILE, METHOD_STATS
 
 if TYPE_CHECKING:  # the vault (and DuckDB) for the commands that write, the rest as they run (cli/__init__.py)
-    from aivault.render import ProgressLine
+    from aivault.thin.render import ProgressLine
     from aivault.vault.oneshot import OneShot
 
 
@@ -112,8 +112,8 @@ def _interrupted() -> bool:
 
 def cmd_index(args: argparse.Namespace, home: Home) -> int:
     from aivault import policy as policy_mod
-    from aivault.broker.client import Connection
-    from aivault.render import ProgressLine
+    from aivault.thin.client import Connection
+    from aivault.thin.render import ProgressLine
 
     _defer_interrupts()
     pol = policy_mod.load(home)
@@ -201,7 +201,7 @@ def _where_looked(roots: list[Any]) -> str:
 
 
 def _stats_over_rpc(home: Home) -> dict[str, Any]:
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     c = RpcClient.for_home(home, timeout_s=5)
     try:
@@ -213,8 +213,8 @@ def _stats_over_rpc(home: Home) -> dict[str, Any]:
 
 def cmd_clear(args: argparse.Namespace, home: Home) -> int:
     """Delete the index and its sidecars (never a transcript); rebuild if consent is on."""
-    from aivault.broker.client import Connection
-    from aivault.render import ProgressLine
+    from aivault.thin.client import Connection
+    from aivault.thin.render import ProgressLine
 
     conn = Connection(home)
     if conn.rpc is not None:

@@ -17,7 +17,7 @@ from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, search_requ
 from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
 
 if TYPE_CHECKING:  # the client and the renderer are imported by the commands, not for parsing (cli/__init__.py)
-    from aivault.broker.client import Connection
+    from aivault.thin.client import Connection
 
 
 def register(sub: Subcommands) -> None:
@@ -73,8 +73,8 @@ def _limit_note(limit: int) -> None:
 
 
 def cmd_search(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.client import Connection
-    from aivault.render import print_debug, print_results
+    from aivault.thin.client import Connection
+    from aivault.thin.render import print_debug, print_results
 
     # Human output always asks for the trace (debug): it is how a hit found by meaning alone is marked
     # (the contract's hits carry no route). --json stays the contract's object as asked.
@@ -142,8 +142,8 @@ def _unavailable_message(reason: Any, home: Home, index_missing: bool = False) -
 
 
 def cmd_status(args: argparse.Namespace, home: Home) -> int:
-    from aivault.broker.client import Connection
-    from aivault.render import print_status
+    from aivault.thin.client import Connection
+    from aivault.thin.render import print_status
 
     host = _host(args)
     conn = Connection(home)
@@ -162,7 +162,7 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
 
 
 def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int:
-    from aivault.render import print_status
+    from aivault.thin.render import print_status
 
     status = conn.status()
     if args.json:
@@ -172,7 +172,7 @@ def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int
     print_status(status, stats, f"{conn.mode} mode · {home.path}")
     if conn.mode != "daemon":  # a daemon reports its own failures; a one-shot index's are only on record
         from aivault import lastrun
-        from aivault.render import last_run_line
+        from aivault.thin.render import last_run_line
 
         line = last_run_line(lastrun.read(home), status.get("lastSweepCompletedAt"))
         if line:
@@ -188,7 +188,7 @@ def cmd_rpc(args: argparse.Namespace, home: Home) -> int:
         params = json.loads(args.params) if args.params is not None else {}
     except ValueError as exc:
         raise CliError(f"PARAMS_JSON is not valid JSON: {exc}", EXIT_USAGE) from exc
-    from aivault.broker.client import Connection
+    from aivault.thin.client import Connection
 
     conn = Connection(home)
     try:

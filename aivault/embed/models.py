@@ -88,7 +88,7 @@ def source_files(spec: ModelSpec) -> dict[str, Path]:
     Found through the distribution's own file list, so the package's code is never imported
     (its ``__init__`` would pull in sentence-transformers) and no install path is assumed.
     Imported here, not above: a search with a converted model never needs it (~20 ms of email,
-    zipfile and csv modules), see aivault/cli/light_imports.py.
+    zipfile and csv modules), see aivault/thin/light_imports.py.
     """
     import importlib.metadata
 

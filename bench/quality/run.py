@@ -210,10 +210,10 @@ def measure(out: Path, queries: Sequence[LabelledQuery], roots: list[str], *, ro
             kinds: Sequence[str], embed_timeout_s: float, reuse_index: bool) -> dict[str, Any]:
     """Index the corpus under ``out`` with an in-process daemon and run every route over ``queries``."""
     from aivault import policy
-    from aivault.broker.client import RpcClient
     from aivault.broker.daemon import Daemon
     from aivault.home import Home, write_private
     from aivault.protocol import METHOD_SEARCH
+    from aivault.thin.client import RpcClient
 
     home_dir = out / "home"
     if home_dir.exists() and not reuse_index:

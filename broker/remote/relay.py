@@ -29,7 +29,6 @@ from typing import Any
 
 from aivault import log
 from aivault import policy as policy_mod
-from aivault.broker.client import Connection
 from aivault.broker.endpoints import Answers, Context, dispatch, error_frames, error_reply, remote_ping, reply_frames
 from aivault.broker.exposure import Caller
 from aivault.codec import RpcRequest, StreamDecoder, decode_request, encode_stream, peek_request_id
@@ -43,6 +42,7 @@ from aivault.protocol import (
     REMOTE_FRAME_KEY,
     STREAM_PREAMBLE,
 )
+from aivault.thin.client import Connection
 
 _log = log.get("relay")
 

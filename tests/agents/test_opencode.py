@@ -475,7 +475,7 @@ def test_kill_9_of_the_scanner_mid_database_loses_and_duplicates_nothing(
 
 
 def _generation(home: Home) -> int:
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     c = RpcClient.for_home(home, timeout_s=2)
     try:

@@ -88,7 +88,7 @@ class DaemonProcess:
 
     def __init__(self, home: Home, roots: dict[str, Path] | list[str], *, extra_env: dict[str, str] | None = None,
                  schedule_args: list[str] | None = None, prefix: list[str] | None = None, wait: bool = True) -> None:
-        from aivault.broker.client import RpcClient
+        from aivault.thin.client import RpcClient
 
         self.home = home
         # ``prefix`` runs the daemon under another command (e.g. prlimit), which exec()s it: same pid.

@@ -63,7 +63,7 @@ def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[C
 
 
 def _generation_over_rpc(home: Home) -> int:
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     c = RpcClient.for_home(home, timeout_s=2)
     try:

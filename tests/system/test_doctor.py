@@ -73,7 +73,7 @@ def test_a_root_of_transcript_shaped_files_that_yields_nothing_is_loud(home: Hom
 
 def test_skip_lines_add_up_reasons_of_one_kind_and_name_them() -> None:
     """Skips of one kind (bookkeeping:<type>) are one figure with their types named; duplicates are not losses."""
-    from aivault.render import skip_lines
+    from aivault.thin.render import skip_lines
 
     lines = skip_lines({"cline": {"bookkeeping:api_req_started": 2, "bookkeeping:checkpoint": 1},
                         "codex": {"malformed-line": 3, "duplicate_stream": 4, "unknown_record:world_event": 1}})

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from aivault import policy
-from aivault.broker.client import Connection
 from aivault.broker.remote.connections import HostConnections
 from aivault.broker.remote.hostconfig import remote_host
 from aivault.broker.remote.hosts import Host
@@ -38,6 +37,7 @@ from aivault.protocol import (
     METHOD_STATUS,
     STATUS_SENTINEL,
 )
+from aivault.thin.client import Connection
 from tests.builders import ClaudeWriter
 from tests.support.common import cli_env, run_cli
 from tests.support.daemons import DaemonProcess

@@ -168,7 +168,7 @@ def test_unreadable_roots_and_files_are_reported_and_the_rest_goes_on(home: obje
 def test_replacements_that_move_a_file_between_scanner_shards_never_duplicate(inproc_daemon: InprocDaemon,
                                                                               roots: dict[str, Path]) -> None:
     """A replaced file gets a new inode and maybe another scanner; its session stays single and current."""
-    from aivault.protocol import shard_of
+    from aivault.ingest import shard_of
 
     sid = "33333333-0000-4000-8000-000000000003"
     slots = len(inproc_daemon.service.indexer.slots)

@@ -308,9 +308,9 @@ class OldPeer:
 
 def test_an_older_peer_without_the_method_means_no_service(home: Home) -> None:
     """-32601 from an old host maps to unavailable/no-service and the status sentinel; nothing else does."""
-    from aivault.broker.client import Connection, RpcClient
     from aivault.errors import MethodNotFound
     from aivault.protocol import METHOD_PING, METHOD_READ, STATUS_SENTINEL
+    from aivault.thin.client import Connection, RpcClient
 
     peer = OldPeer(home)
     client = Connection(home, rpc=RpcClient.for_home(home, timeout_s=5))
@@ -338,7 +338,7 @@ def test_an_older_peer_without_the_method_means_no_service(home: Home) -> None:
 def test_transport_and_authentication_failures_stay_errors(home: Home, roots: dict[str, Path],
                                                            tmp_path: Path) -> None:
     """No daemon on the socket is an error, and so is a peer signing with another key."""
-    from aivault.broker.client import Connection, RpcClient
+    from aivault.thin.client import Connection, RpcClient
 
     client = Connection(home, rpc=RpcClient(home.rpc_endpoint, home.key(), timeout_s=0.5))
     with pytest.raises(DaemonUnreachable):

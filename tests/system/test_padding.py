@@ -17,7 +17,7 @@ import pytest
 
 from aivault.home import Home
 from aivault.query.hybrid import SIMILARITY_FLOOR
-from aivault.render import SIMILAR_TAG, print_results
+from aivault.thin.render import SIMILAR_TAG, print_results
 from tests.support.common import answer
 from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.support.semantic import PARAPHRASE, semantic_on, wait_vectors, write_topics

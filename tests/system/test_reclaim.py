@@ -404,7 +404,7 @@ def test_not_enough_disk_space_refuses_with_the_reason(unreclaimed: Home, tmp_pa
 def test_a_daemon_answers_searches_and_reconciles_across_a_swap(corpus: Path, unreclaimed: Home,
                                                                  tmp_path: Path) -> None:
     """`aivault serve` reclaims after its merges; searches during the copy and the swap all answer the same."""
-    from aivault.broker.client import RpcClient
+    from aivault.thin.client import RpcClient
 
     h = _new_home(tmp_path / "home")
     marker = tmp_path / "paused"

@@ -14,9 +14,20 @@ from typing import Any
 import msgpack
 import zmq
 
-from aivault.codec import _COLUMNS, decode_ingest, encode_ingest
 from aivault.home import Home
-from aivault.protocol import K_BATCH, K_HELLO, K_NACK, K_PASS_DONE, K_RECONCILE, K_STATE, K_STOP, SCANNER_KINDS
+from aivault.ingest import (
+    _COLUMNS,
+    K_BATCH,
+    K_HELLO,
+    K_NACK,
+    K_PASS_DONE,
+    K_RECONCILE,
+    K_STATE,
+    K_STOP,
+    SCANNER_KINDS,
+    decode_ingest,
+    encode_ingest,
+)
 from tests.builders import ClaudeWriter
 from tests.support.common import REPO, cli_env, pid_alive, wait_until
 from tests.support.daemons import DaemonProcess, restart_and_stop_cleanly
@@ -227,7 +238,7 @@ def test_a_one_shot_index_commits_bulk_sized_batches_and_a_daemon_the_protocols(
     """`aivault index` runs its scanners with --bulk (BULK_BATCH_SCALE x larger batches, so fewer commits and
     generations); a daemon's scanners keep BATCH_MAX_MESSAGES, so each of its commits stays short."""
     from aivault import policy
-    from aivault.protocol import BATCH_MAX_MESSAGES, BULK_BATCH_SCALE
+    from aivault.ingest import BATCH_MAX_MESSAGES, BULK_BATCH_SCALE
     from tests.support.common import lexical_only, run_cli
     from tests.support.daemons import InprocDaemon
 

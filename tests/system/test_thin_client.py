@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from aivault import thin
 from aivault.home import Home, write_private
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.support.common import cli_env, root_args, run_cli
@@ -34,21 +35,15 @@ sys.exit(code)
 """
 
 # The engine and its libraries: none of them may load in a client-mode call (pyzmq neither: the CLI speaks
-# ZMTP to the local daemon itself, broker/zmtp.py).
+# ZMTP to the local daemon itself, aivault/thin/zmtp.py).
 HEAVY = ("duckdb", "numpy", "pyarrow", "faiss", "llama_cpp", "orjson", "zstandard", "structlog", "mcp",
          "starlette", "uvicorn", "tomlkit", "zmq")
-# The aivault modules a client-mode call may load: the CLI's parsing and asking, the client and what it
-# speaks (codec, protocol, errors), the data directory, the log front and the renderer.
-CLIENT_MODULES = frozenset({
-    "aivault", "aivault.cli", "aivault.cli.common", "aivault.cli.search", "aivault.broker", "aivault.broker.client",
-    "aivault.broker.zmtp", "aivault.cli.light_imports",
-    "aivault.codec", "aivault.protocol", "aivault.errors", "aivault.home", "aivault.config", "aivault.log",
-    "aivault.render",
-})
+# The thin client's budget, as aivault/thin/__init__.py states it.
+CLIENT_MODULES = thin.MODULES
 
 # What direct mode adds before it reads the index: the endpoint table and what it imports (no engine, no vault).
-ENDPOINT_TABLE = frozenset({"aivault.broker.endpoints", "aivault.broker.exposure", "aivault.broker.remote",
-                            "aivault.broker.remote.hosts"})
+ENDPOINT_TABLE = frozenset({"aivault.broker", "aivault.broker.endpoints", "aivault.broker.exposure",
+                            "aivault.broker.remote", "aivault.broker.remote.hosts"})
 
 
 def probe(home: Path, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
@@ -93,7 +88,7 @@ def test_client_mode_search_loads_no_engine(daemon: DaemonProcess, tmp_path: Pat
     """`aivault search` through a daemon finds its hits loading no DuckDB, NumPy, FAISS, llama.cpp or query layer."""
     proc, modules = probe(daemon.home.path, tmp_path, "search", "lock")
     assert "DuckDB lock saga" in proc.stdout
-    assert "aivault.broker.zmtp" in modules  # it did talk to the daemon (without pyzmq: see HEAVY)
+    assert "aivault.thin.zmtp" in modules  # it did talk to the daemon (without pyzmq: see HEAVY)
     assert engine_modules(modules) == []
 
 
@@ -119,18 +114,9 @@ def test_client_mode_ping_and_status_load_no_engine(daemon: DaemonProcess, tmp_p
     assert engine_modules(modules) == []
 
 
-# The thin client's import budget: what a call through a daemon may add to an empty interpreter's modules.
-# Of aivault, CLIENT_MODULES (parsing, asking, the hand-written ZMTP, the codec and protocol subset, the renderer);
-# beyond them only these libraries (top-level names: the standard library's few, and msgpack with its Cython
-# runtime). A client-mode call that needs another (asyncio, dataclasses, inspect, email, shutil, subprocess,
-# concurrent...) pays for it in every search, and is stated here.
-CLIENT_LIBRARIES = frozenset({
-    "__future__", "_blake2", "_collections", "_datetime", "_functools", "_hashlib", "_json", "_locale", "_operator",
-    "_socket", "_sre", "_struct", "_typing", "_weakrefset", "argparse", "collections", "contextlib", "copyreg",
-    "cython_runtime", "datetime", "enum", "errno", "fcntl", "fnmatch", "functools", "gc", "gettext", "hashlib", "hmac",
-    "importlib", "ipaddress", "itertools", "json", "keyword", "locale", "math", "msgpack", "ntpath", "operator",
-    "pathlib", "re", "reprlib", "signal", "struct", "threading", "types", "typing", "urllib", "warnings",
-})
+# The thin client's import budget: what a call through a daemon may add to an empty interpreter's modules --
+# aivault's thin.MODULES and the libraries of thin.LIBRARIES (aivault/thin/__init__.py says why).
+CLIENT_LIBRARIES = thin.LIBRARIES
 
 
 def over_budget(modules: list[str], empty: set[str]) -> list[str]:
@@ -149,7 +135,7 @@ def test_client_mode_calls_stay_within_the_thin_clients_import_budget(daemon: Da
     empty = set(shown.stdout.split())
     for args in (["search", "lock"], ["status"], ["rpc", "aiVault.ping"]):
         _, modules = probe(daemon.home.path, tmp_path, *args)
-        assert "aivault.broker.zmtp" in modules and over_budget(modules, empty) == [], args
+        assert "aivault.thin.zmtp" in modules and over_budget(modules, empty) == [], args
     assert over_budget([*modules, "asyncio.events", "aivault.vault"], empty) == ["aivault.vault", "asyncio.events"]
 
 
@@ -330,7 +316,7 @@ def test_the_duckdb_version_stand_in_hands_other_names_to_the_real_module() -> N
     """A name the stand-in lacks loads the real duckdb._version; with DuckDB imported already nothing is replaced."""
     code = """
 import sys
-from aivault.cli.light_imports import SHIM, light_duckdb_version
+from aivault.thin.light_imports import SHIM, light_duckdb_version
 assert light_duckdb_version() is True
 import duckdb
 assert "importlib.metadata" not in sys.modules
@@ -348,7 +334,7 @@ print("ok")
 
 def test_the_version_is_read_only_from_exactly_one_dist_info_directory(tmp_path: Path) -> None:
     """One duckdb-X.dist-info beside the package gives X; none, or two (a broken install), give nothing."""
-    from aivault.cli.light_imports import _dist_version
+    from aivault.thin.light_imports import _dist_version
 
     package = tmp_path / "duckdb"
     package.mkdir()

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from aivault import policy
-from aivault.broker.client import Connection
 from aivault.errors import InvalidParams, SessionNotFound
 from aivault.home import Home
 from aivault.protocol import METHOD_READ
+from aivault.thin.client import Connection
 from tests.builders import ClaudeWriter
 from tests.support.common import answer, run_cli
 from tests.support.daemons import DaemonProcess, InprocDaemon

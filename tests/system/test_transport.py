@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import zmq
 
-from aivault.codec import RpcRequest, decode_ingest, decode_reply, encode_ingest, encode_request
+from aivault.codec import RpcRequest, decode_reply, encode_request
 from aivault.home import Home
-from aivault.protocol import (
+from aivault.ingest import (
     BULK_MAX_INFLIGHT_BATCHES,
     INGEST_MAGIC,
     K_ACK,
@@ -24,10 +24,11 @@ from aivault.protocol import (
     K_STATE,
     K_STOP,
     MAX_INFLIGHT_BATCHES,
-    METHOD_SEARCH,
-    METHOD_STATUS,
     SCANNER_KINDS,
+    decode_ingest,
+    encode_ingest,
 )
+from aivault.protocol import METHOD_SEARCH, METHOD_STATUS
 from tests.builders import ClaudeWriter
 from tests.support.common import REPO, cli_env
 from tests.support.daemons import DaemonProcess

@@ -1,4 +1,4 @@
-"""The CLI's own ZMTP 3.0 DEALER (broker/zmtp.py) against real libzmq sockets (pyzmq) on ipc://.
+"""The CLI's own ZMTP 3.0 DEALER (aivault/thin/zmtp.py) against real libzmq sockets (pyzmq) on ipc://.
 
 Every peer here is a real ZeroMQ socket or a real Unix socket server: what the client must agree
 with is libzmq's framing and handshake, so that is what it is tested against.
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from aivault.broker.client import RpcClient
-from aivault.broker.zmtp import Dealer, ZmtpError
 from aivault.errors import DaemonUnreachable, ProtocolError
+from aivault.thin.client import RpcClient
+from aivault.thin.zmtp import Dealer, ZmtpError
 
 LIMIT = 64 * 1024 * 1024
 
@@ -180,7 +180,7 @@ class _RawServer:
 
 def _router_greeting_and_ready() -> bytes:
     """The bytes a NULL ROUTER sends first, taken from a real libzmq ROUTER's handshake."""
-    from aivault.broker.zmtp import GREETING
+    from aivault.thin.zmtp import GREETING
 
     body = b"\x05READY" + b"\x0bSocket-Type" + (6).to_bytes(4, "big") + b"ROUTER"
     return GREETING + bytes((0x04, len(body))) + body

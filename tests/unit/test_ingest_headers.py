@@ -8,9 +8,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from aivault.codec import decode_ingest, encode_ingest
 from aivault.errors import HeaderInvalid, ProtocolError
-from aivault.protocol import (
+from aivault.ingest import (
     INDEXER_KINDS,
     INGEST_HEADERS,
     K_BATCH,
@@ -21,6 +20,8 @@ from aivault.protocol import (
     SCANNER_KINDS,
     FileState,
     Title,
+    decode_ingest,
+    encode_ingest,
 )
 
 SESSION = {"agent": "claude", "session_id": "s1", "title": None, "cwd": "/w", "branch": None, "started_at": 1,
@@ -90,7 +91,7 @@ def test_a_header_without_a_readable_seq_has_none_and_fields_it_does_not_know_pa
 
 def test_every_record_has_a_checker() -> None:
     """Each kind's record uses only types the checker knows (a new field type fails here, not in a daemon)."""
-    from aivault.codec import _checker
+    from aivault.ingest import _checker
 
     for record in INGEST_HEADERS.values():
         _checker(record)

@@ -6,6 +6,7 @@ import re
 import typing
 from pathlib import Path
 
+from aivault import ingest
 from aivault import protocol as p
 from aivault.codec import RpcRequest
 from aivault.errors import AivaultError, MethodNotFound
@@ -81,7 +82,7 @@ def test_error_codes_in_the_document_are_the_codes_in_the_code() -> None:
 def test_ingest_kinds_in_the_document_are_the_kinds_in_the_code() -> None:
     """Every ingest message kind is documented and every documented kind exists."""
     documented = sorted(k.encode() for k in _bullets("ingest-kinds"))
-    assert documented == sorted({*p.SCANNER_KINDS, *p.INDEXER_KINDS})
+    assert documented == sorted({*ingest.SCANNER_KINDS, *ingest.INDEXER_KINDS})
 
 
 def test_the_daemon_dispatches_every_documented_method_and_no_other(home: Home, roots: dict[str, Path]) -> None:
@@ -129,14 +130,14 @@ def test_ingest_message_fields_in_the_document_are_the_typed_records() -> None:
         documented: set[str] = set()
         for braces in re.findall(r"`(\{[^`]*\})`", rest):
             documented |= _fields(braces)
-        record = p.INGEST_HEADERS[kind.encode()]
+        record = ingest.INGEST_HEADERS[kind.encode()]
         assert documented == set(record.__annotations__), kind
 
 
 def test_the_batch_file_part_and_rpc_headers_are_documented_field_by_field() -> None:
     """A BATCH file part, the RPC request and reply headers and the error body list the records' fields."""
     part = re.search(r"`BATCH` header, `files`: one entry per \*file part\* — `(\{[^`]*\})`", DOC, re.S)
-    assert part is not None and _fields(part.group(1).replace("\n", " ")) == set(p.FilePart.__annotations__)
+    assert part is not None and _fields(part.group(1).replace("\n", " ")) == set(ingest.FilePart.__annotations__)
     request = re.search(r"\| 2 \| header \| msgpack map `(\{[^`]*\})`", DOC)
     assert request is not None and _fields(request.group(1)) == set(p.RequestHeader.__annotations__)
     reply = re.search(r"its header is `(\{[^`]*\})`", DOC)
@@ -149,11 +150,12 @@ def test_a_peer_of_another_protocol_version_is_refused_clearly() -> None:
     """An ingest or RPC header whose `v` is not ours is a protocol-version error naming both versions."""
     import pytest
 
-    from aivault.codec import decode_ingest, decode_request, encode_request, packb
+    from aivault.codec import decode_request, encode_request, packb
     from aivault.errors import ProtocolVersionError
+    from aivault.ingest import decode_ingest
 
     with pytest.raises(ProtocolVersionError, match="version 99"):
-        decode_ingest([p.INGEST_MAGIC, p.K_PING, packb({"v": 99})], p.INDEXER_KINDS)
+        decode_ingest([ingest.INGEST_MAGIC, ingest.K_PING, packb({"v": 99})], ingest.INDEXER_KINDS)
     key = b"k" * 32
     frames = encode_request(key, RpcRequest("1", p.METHOD_PING, {}))
     from aivault.codec import _sign

@@ -17,7 +17,7 @@ from tests.support.common import REPO
 ROLES = ("scanner", "indexer", "query", "broker")
 # Lowest first: a module may import its own layer and the ones below it, never one above.
 LAYERS = (("aivault.scanner", 1), ("aivault.indexer", 2), ("aivault.query", 3), ("aivault.vault", 4),
-          ("aivault.broker", 5), ("aivault.cli", 6), ("aivault.render", 6), ("aivault.mcp", 6), ("aivault.web", 6),
+          ("aivault.broker", 5), ("aivault.thin", 5), ("aivault.cli", 6), ("aivault.mcp", 6), ("aivault.web", 6),
           ("aivault.agents", 6))
 
 

@@ -21,7 +21,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from aivault.broker.zmtp import Dealer, ZmtpError
 from aivault.codec import RpcRequest, decode_reply, encode_request
 from aivault.errors import (
     AivaultError,
@@ -47,6 +46,7 @@ from aivault.protocol import (
     RPC_PEER_BACKLOG_MAX_BYTES,
     RPC_TIMEOUT_S,
 )
+from aivault.thin.zmtp import Dealer, ZmtpError
 
 if TYPE_CHECKING:  # the thin client imports none of these: direct mode and remote hosts load them when used
     from collections.abc import Callable, Mapping
@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # the thin client imports none of these: direct mode and remo
 
 
 class RpcClient:
-    """The local daemon's RPC socket (``ipc://``), spoken to by ``broker/zmtp.py``'s DEALER: a CLI
+    """The local daemon's RPC socket (``ipc://``), spoken to by ``aivault/thin/zmtp.py``'s DEALER: a CLI
     call that talks to the daemon never imports pyzmq (~60 ms of a ~90 ms call)."""
 
     def __init__(self, endpoint: str, key: bytes, *, timeout_s: float = RPC_TIMEOUT_S) -> None:
