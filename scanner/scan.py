@@ -28,6 +28,7 @@ from aivault.ingest import (
     K_GET_STATES,
     K_HELLO,
     K_PROGRESS,
+    FileState,
     GetStates,
     Hello,
     Progress,
@@ -53,22 +54,6 @@ RECENT_WINDOW_S = 48 * 3600
 TAIL_SETTLE_S = 30
 PROGRESS_INTERVAL_S = 0.25
 _STATE_PAGE = 500
-
-
-@dataclass(slots=True)
-class FileRec:
-    path: str
-    agent: str
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    offset: int
-    head_len: int
-    head_hash: int
-    present: bool
-    expired: bool = False  # its session fell out of retention: read again from 0 if it changes
-    mode: str = "lines"
 
 
 @dataclass(slots=True)
@@ -121,7 +106,7 @@ def edges_fingerprint(src: LineFile, head_len: int, end: int) -> int:
     return head_fingerprint(head + b"\0" + src.tail(start, end - start))
 
 
-def unchanged(found: Found, rec: FileRec) -> bool:
+def unchanged(found: Found, rec: FileState) -> bool:
     """Nothing to read: the same unit, and everything it held was committed.
 
     A line file is unchanged when its size and mtime are and its offset reached its end (a pass
@@ -146,7 +131,7 @@ class Scanner:
         self.shards = shards
         self.tok = Tokenizer()
         self.builder = BatchBuilder(self.tok, batch_scale)
-        self.known: dict[str, FileRec] = {}
+        self.known: dict[str, FileState] = {}
         self.by_inode: dict[tuple[int, int], str] = {}
         self.states: dict[str, bytes] = {}
         self.dirs: dict[str, int] = {}
@@ -178,7 +163,7 @@ class Scanner:
             state = cast(State, page.header)
             self.epoch = state.get("epoch", self.epoch)
             for row in state.get("files", []):
-                rec = FileRec(*row)
+                rec = FileState(*row)
                 self.known[rec.path] = rec
                 self.by_inode[(rec.dev, rec.ino)] = rec.path
         self.synced = True
@@ -210,7 +195,7 @@ class Scanner:
             self.sync()
         stats = PassStats()
         candidates = self._candidates(full, stats, hints or set())
-        work: list[tuple[Found, FileRec | None]] = []
+        work: list[tuple[Found, FileState | None]] = []
         cutoff_ns = cutoff_ms * 1_000_000 if cutoff_ms else None
         if self.shards > 1:
             # Other scanners' files (one may have been ours before it was replaced) are theirs to
@@ -287,7 +272,7 @@ class Scanner:
         self.seen = found
         return list(found.values())
 
-    def _scan_file(self, found: Found, rec: FileRec | None, stats: PassStats, req: int | None) -> None:
+    def _scan_file(self, found: Found, rec: FileState | None, stats: PassStats, req: int | None) -> None:
         if found.mode == "whole":
             self._read_whole(found, rec, stats, req)
             return
@@ -467,13 +452,13 @@ class Scanner:
         if renamed:
             self.known.pop(renamed, None)
             self.states.pop(renamed, None)
-        self.known[path] = FileRec(path, fp["agent"], fp["dev"], fp["ino"], fp["size"], fp["mtime_ns"],
-                                   end, head_len, fp["head_hash"], True, mode=fp["mode"])
+        self.known[path] = FileState(path, fp["agent"], fp["dev"], fp["ino"], fp["size"], fp["mtime_ns"],
+                                     end, head_len, fp["head_hash"], present=True, expired=False, mode=fp["mode"])
         if fp["mode"] == "lines":
             self.by_inode[(fp["dev"], fp["ino"])] = path
         self.states[path] = state_blob
 
-    def _edges_match(self, found: Found, rec: FileRec) -> bool:
+    def _edges_match(self, found: Found, rec: FileState) -> bool:
         """A full pass re-checks an unchanged-looking line file's first and last indexed bytes: a
         rewrite in place can keep size, mtime and inode (and would otherwise never be read again)."""
         if rec.head_len <= 0:
@@ -490,7 +475,7 @@ class Scanner:
             src.close()
 
     # --- units read whole ---------------------------------------------------------------------------
-    def _read_whole(self, found: Found, rec: FileRec | None, stats: PassStats, req: int | None) -> None:
+    def _read_whole(self, found: Found, rec: FileState | None, stats: PassStats, req: int | None) -> None:
         """Read a unit at once (a document, a task folder, a database session) and send it in
         message-counted parts: a unit larger than a batch resumes after its last committed part."""
         read = SPECS[found.agent].read_unit
@@ -529,8 +514,8 @@ class Scanner:
             self.builder.add_header_bytes(len(state_blob))
             if renamed_from is not None:
                 self.known.pop(renamed_from, None)
-            self.known[found.path] = FileRec(found.path, found.agent, found.dev, found.ino, total, unit.signature,
-                                             end, 0, 0, True, mode="whole")
+            self.known[found.path] = FileState(found.path, found.agent, found.dev, found.ino, total, unit.signature,
+                                               end, 0, 0, present=True, expired=False, mode="whole")
 
         idx = open_part(start, reset)
         skips = dict(unit.skips) if start == 0 else {}  # counted once, with the part that reads from 0
@@ -598,7 +583,7 @@ class Scanner:
                 continue
             self.builder.gone.append(rec.path)
             self.builder.add_header_bytes(len(rec.path) + 8)
-            rec.present = False
+            self.known[rec.path] = rec._replace(present=False)
             if self.builder.full:
                 self._flush()
 
