@@ -131,12 +131,79 @@ def score(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, pl
         top = top[:PHRASE_CANDIDATES]
     if not top:
         return []
+    matched = phrase_matches(cur, plan, top, phrase, px)
+    return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count, px)
+
+
+def phrase_matches(cur: duckdb.DuckDBPyConnection, plan: Plan, top: list[tuple[int, int, float]], phrase: str,
+                   postings: Any = None) -> set[int]:
+    """The chunks of ``top`` (chunk, sess, score) whose text holds the phrase ``phrase`` (a pattern)."""
     rx = re.compile(phrase, re.IGNORECASE)
     # Read as evidence rows: the page's evidence chunks are mostly among these (hits.assemble).
-    rows_read = evidence_rows(cur, px, [c[0] for c in top])
+    rows_read = evidence_rows(cur, postings, [c[0] for c in top])
     plan.evidence.update((int(r[0]), r) for r in rows_read)
-    matched = {int(r[0]) for r in rows_read if rx.search(normalize(r[3]))}
-    return rank_chunks(cur, req, plan, [c for c in top if c[0] in matched], offset, count, px)
+    return {int(r[0]) for r in rows_read if rx.search(normalize(r[3]))}
+
+
+def phrase_candidates(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+                      hashes: dict[str, int], df: dict[int, int], filt_sql: str,
+                      filt_args: list[Any]) -> list[tuple[int, int, float]]:
+    """The phrase route's candidates as ``score`` reads them: the best PHRASE_CANDIDATES + 1 chunks
+    (chunk, sess, score) holding all of ``hashes``, best first (ties: the lower chunk id)."""
+    if snap.postings is not None:
+        from aivault.query import fastrank
+
+        _, _, top = fastrank.score(snap.postings, req, snap, plan, list(hashes.values()), df, filt_sql, filt_args,
+                                   0, 0, require_all=True, phrase=True, cap=TERM_CAP)
+    else:
+        _, _, top = _score_sql(cur, req, snap, plan, hashes, df, filt_sql, filt_args, 0, 0, require_all=True,
+                               phrase=True)
+    top.sort(key=lambda c: (-c[2], c[0]))
+    return top
+
+
+def session_maxima(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Snapshot, plan: Plan,
+                   hashes: list[int], df: dict[int, int], sdf: dict[int, int], filt_sql: str,
+                   filt_args: list[Any]) -> tuple[float, float] | None:
+    """Any-word ranking's best session BM25 and best chunk BM25 over ``hashes`` (the terms left after the
+    ubiquitous cut), which the page's scores are relative to; None when no session matches."""
+    if snap.postings is not None:
+        from aivault.query import fastrank
+
+        return fastrank.session_maxima(snap.postings, req, snap, plan, hashes, df, sdf, filt_sql, filt_args,
+                                       cap=TERM_CAP)
+    n_sess = max(session_count(cur, snap), 1)
+    n = max(snap.n_chunks, 1)
+    avg_sdl = max(snap.avgdl * n / n_sess, 1.0)
+    parts, args, capped = _postings(req, snap, hashes, df, filt_sql, filt_args)
+    if capped:
+        plan.capped = True
+    statement = sql.SESSION_MAXIMA.format(
+        postings=" UNION ALL ".join(parts), idf_rows=_idf2_rows(hashes, n, n_sess, df, sdf),
+        bm25=sql.BM25_SUM.format(**SQL_VALUES, avgdl=snap.avgdl),
+        session_bm25=sql.SESSION_BM25_SUM.format(**SQL_VALUES, avgdl=avg_sdl))
+    row = one(cur, statement, args)
+    if row is None or row[0] is None or row[1] is None:
+        return None
+    return float(row[0]), float(row[1])
+
+
+def session_count(cur: duckdb.DuckDBPyConnection, snap: Snapshot) -> int:
+    """The sessions any-word ranking's session idf is taken over: the snapshot's count when given (a merged
+    search), else this index's sessions (the generation's session table on the daemon's fast path)."""
+    if snap.n_sessions is not None:
+        return snap.n_sessions
+    if snap.postings is not None:
+        n: int = snap.postings.sessions.count
+        return n
+    row = one(cur, sql.SELECT_SESSION_COUNT)
+    return int(row[0]) if row else 0
+
+
+def _idf2_rows(hashes: list[int], n: int, n_sess: int, df: dict[int, int], sdf: dict[int, int]) -> str:
+    """IDF2_ROW of each term: its chunk idf and its session idf."""
+    return ", ".join(sql.IDF2_ROW.format(term=h, idf=repr(_idf(n, df.get(h, 0))),
+                                         sidf=repr(_idf(n_sess, min(sdf.get(h, 0), n_sess)))) for h in hashes)
 
 
 def evidence_rows(cur: duckdb.DuckDBPyConnection, postings: Any, chunks: list[int]) -> list[Any]:
@@ -219,21 +286,25 @@ def _score_sessions(cur: duckdb.DuckDBPyConnection, req: SearchRequest, snap: Sn
                     hashes: list[int], df: dict[int, int], sdf: dict[int, int], filt_sql: str,
                     filt_args: list[Any], offset: int, count: int) -> list[Row]:
     """One page of any-word ranking: session BM25 and best-chunk BM25 combined (see the module doc)."""
-    row = one(cur, sql.SELECT_SESSION_COUNT)
-    n_sess = max(int(row[0]) if row else 0, 1)
+    n_sess = max(session_count(cur, snap), 1)
     n = max(snap.n_chunks, 1)
     avg_sdl = max(snap.avgdl * n / n_sess, 1.0)  # all live chunk tokens over the sessions
     parts, args, capped = _postings(req, snap, hashes, df, filt_sql, filt_args)
     if capped:
         plan.capped = True
-    idf_rows = ", ".join(sql.IDF2_ROW.format(term=h, idf=repr(_idf(n, df.get(h, 0))),
-                                             sidf=repr(_idf(n_sess, min(sdf.get(h, 0), n_sess)))) for h in hashes)
+    idf_rows = _idf2_rows(hashes, n, n_sess, df, sdf)
     order = sql.ORDER_BY_RELEVANCE if req.filters.sort == "relevance" else sql.ORDER_BY_NEWEST
-    statement = sql.SCORE_SESSIONS.format(
+    if plan.maxima is None:
+        template, maxima = sql.SCORE_SESSIONS, {}
+    else:  # a merged search's best session and chunk (query/federated.py)
+        template = sql.SCORE_SESSIONS_GIVEN_MAXIMA
+        maxima = {"max_session": sql.MAXIMUM.format(value=plan.maxima[0]),
+                  "max_chunk": sql.MAXIMUM.format(value=plan.maxima[1])}
+    statement = template.format(
         postings=" UNION ALL ".join(parts), idf_rows=idf_rows,
         bm25=sql.BM25_SUM.format(**SQL_VALUES, avgdl=snap.avgdl),
         session_bm25=sql.SESSION_BM25_SUM.format(**SQL_VALUES, avgdl=avg_sdl),
-        chunk_weight=repr(SESSION_CHUNK_WEIGHT), filters=filt_sql, order=order)
+        chunk_weight=repr(SESSION_CHUNK_WEIGHT), filters=filt_sql, order=order, **maxima)
     total = sum(_idf(n_sess, min(sdf.get(h, 0), n_sess)) for h in hashes) or 1.0
     page: list[Row] = []
     for _, sess, value, chunk, updated, srank, crank, covered in cur.execute(

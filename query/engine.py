@@ -234,6 +234,23 @@ class Engine:
                 self.postings.tails(identity, [(a, c, int(rows.get(i, 0))) for i, (a, c) in enumerate(unsorted)])
             self.postings.texts(identity, int(row[5]))
 
+    @contextmanager
+    def reading(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, Snapshot]]:
+        """A read transaction and its snapshot, counted as a search: the steps of a merged search over
+        several indexes (query/federated.py) each read one."""
+        self.activity.begins()
+        try:
+            if self.on_search is not None:
+                self.on_search()
+            with self._read() as r:
+                yield cast(duckdb.DuckDBPyConnection, r), self._snapshot(r)
+        finally:
+            self.activity.ends()
+
+    def committed_generation(self) -> int | None:
+        """The generation committed now, when the engine is given a way to know it (the daemon)."""
+        return self._committed() if self._committed is not None else None
+
     # --- search -------------------------------------------------------------------------------
     def semantic_ready(self) -> bool:
         return self.vectors is not None and self.vectors.ready()

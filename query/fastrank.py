@@ -550,9 +550,50 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
                    df: dict[int, int], sdf: dict[int, int], filt_sql: str, filt_args: list[Any], offset: int,
                    count: int, *, cap: int) -> list[Row]:
     """bm25._score_sessions: any-word ranking with the session as one document."""
+    got = _sessions_scored(px, req, snap, plan, hashes, df, sdf, filt_sql, filt_args, cap)
+    if got is None:
+        return []
+    common, b_ss, b_chunk_score, b_chunk, b_cov, sidf, allowed = got
+    table = px.sessions
+    if plan.maxima is None:
+        final = round6(b_ss / b_ss.max() + _CHUNK_WEIGHT * b_chunk_score / b_chunk_score.max())
+    else:  # a merged search's best session and chunk (query/federated.py)
+        final = round6(b_ss / plan.maxima[0] + _CHUNK_WEIGHT * b_chunk_score / plan.maxima[1])
+    srank = np.empty(len(common), np.int64)
+    srank[np.lexsort((common, -b_ss))] = np.arange(1, len(common) + 1)
+    crank = np.empty(len(common), np.int64)
+    crank[np.lexsort((common, -b_chunk_score))] = np.arange(1, len(common) + 1)
+    chosen, updated = _page(req, table, allowed, common, final, offset, count)
+    total = sum(sidf[h] for h in hashes) or 1.0
+    page: list[Row] = []
+    for i in chosen:
+        s = int(common[i])
+        page.append((s, float(final[i]), int(b_chunk[i])))
+        plan.updated[s] = updated[s]
+        plan.ranks[s] = (int(srank[i]), int(crank[i]))
+        plan.coverage[s] = min(float(b_cov[i]) / total, 1.0)
+    return page
+
+
+def session_maxima(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int],
+                   df: dict[int, int], sdf: dict[int, int], filt_sql: str, filt_args: list[Any], *,
+                   cap: int) -> tuple[float, float] | None:
+    """bm25.session_maxima: the best session BM25 and best chunk BM25 (None: no session matches)."""
+    got = _sessions_scored(px, req, snap, plan, hashes, df, sdf, filt_sql, filt_args, cap)
+    if got is None:
+        return None
+    return float(got[1].max()), float(got[2].max())
+
+
+def _sessions_scored(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan: Plan, hashes: list[int],
+                     df: dict[int, int], sdf: dict[int, int], filt_sql: str, filt_args: list[Any],
+                     cap: int) -> tuple[Any, Any, Any, Any, Any, dict[int, float], Any | None] | None:
+    """Any-word ranking's sessions as SQL's ``b`` holds them, before the page: (sessions, session BM25,
+    best chunk BM25, best chunk, covered session idf, session idf by term, the filters' sessions); None
+    when no session matches."""
     cur = px.cur
     table = px.sessions
-    n_sess = max(table.count, 1)
+    n_sess = max(table.count if snap.n_sessions is None else snap.n_sessions, 1)
     n = max(snap.n_chunks, 1)
     avg_sdl = max(snap.avgdl * n / n_sess, 1.0)
     allowed = _allowed(cur, filt_sql, filt_args)
@@ -566,7 +607,7 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     chunks, sessions, scores = _chunk_scores(term, chunk, sess, tf, dl, idf, snap.avgdl, None)
     bs, bscore, bchunk = _best_chunks(chunks, sessions, scores)
     if not len(bs):
-        return []
+        return None
     # st: each term's tf summed per session; joined with the session lengths (a session without
     # chunks -- deleted since -- drops out, as the SQL's inner join drops it).
     sess64 = sess.astype(np.int64)
@@ -601,24 +642,8 @@ def score_sessions(px: SearchPostings, req: SearchRequest, snap: Snapshot, plan:
     # b: sessions with both a best chunk and a session score.
     common, bi, si = np.intersect1d(bs, ss_sess, assume_unique=True, return_indices=True)
     if not len(common):
-        return []
-    b_chunk_score, b_chunk = bscore[bi], bchunk[bi]
-    b_ss, b_cov = ss_score[si], ss_cov[si]
-    final = round6(b_ss / b_ss.max() + _CHUNK_WEIGHT * b_chunk_score / b_chunk_score.max())
-    srank = np.empty(len(common), np.int64)
-    srank[np.lexsort((common, -b_ss))] = np.arange(1, len(common) + 1)
-    crank = np.empty(len(common), np.int64)
-    crank[np.lexsort((common, -b_chunk_score))] = np.arange(1, len(common) + 1)
-    chosen, updated = _page(req, table, allowed, common, final, offset, count)
-    total = sum(sidf[h] for h in hashes) or 1.0
-    page: list[Row] = []
-    for i in chosen:
-        s = int(common[i])
-        page.append((s, float(final[i]), int(b_chunk[i])))
-        plan.updated[s] = updated[s]
-        plan.ranks[s] = (int(srank[i]), int(crank[i]))
-        plan.coverage[s] = min(float(b_cov[i]) / total, 1.0)
-    return page
+        return None
+    return common, ss_score[si], bscore[bi], bchunk[bi], ss_cov[si], sidf, allowed
 
 
 def page_sessions(px: SearchPostings, sessions: list[int]) -> dict[int, tuple[Any, ...]]:

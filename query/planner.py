@@ -114,20 +114,44 @@ def repair(cur: duckdb.DuckDBPyConnection, snap: Snapshot, missing: list[str]) -
     """Closest indexed words to query words the index has never seen (typo repair)."""
     out: dict[str, str] = {}
     for word in missing:
-        if len(word) < 4 or len(word) > VOCAB_MAX_CHARS or not word.isalpha():
+        cands = closest(vocab_neighbours(cur, word))
+        if not cands:
             continue
-        dist = 1 if len(word) <= 5 else 2
-        rows = cur.execute(sql.SELECT_VOCAB_NEIGHBOURS,
-                           [word, len(word) - dist, len(word) + dist, word[0], word[1], dist]).fetchall()
-        if not rows:
-            continue
-        best_d = rows[0][1]
-        cands = [str(t) for t, d in rows if d == best_d]
         dfs = document_frequencies(cur, snap, [term_hash(stem(c)) for c in cands])
-        ranked = sorted(cands, key=lambda c: (-dfs.get(term_hash(stem(c)), 0), c))
-        if dfs.get(term_hash(stem(ranked[0])), 0) > 0:
-            out[word] = ranked[0]
+        chosen = pick_repair(cands, {c: dfs.get(term_hash(stem(c)), 0) for c in cands})
+        if chosen is not None:
+            out[word] = chosen
     return out
+
+
+# The vocabulary's neighbours a repair chooses among (SELECT_VOCAB_NEIGHBOURS's LIMIT).
+NEIGHBOURS_MAX = 20
+
+
+def vocab_neighbours(cur: duckdb.DuckDBPyConnection, word: str) -> list[tuple[str, int]]:
+    """The vocabulary's words within the edit distance typo repair allows of ``word`` (a query term), with
+    their distances: the NEIGHBOURS_MAX first by (distance, word); none for a word repair leaves alone."""
+    if len(word) < 4 or len(word) > VOCAB_MAX_CHARS or not word.isalpha():
+        return []
+    dist = 1 if len(word) <= 5 else 2
+    rows = cur.execute(sql.SELECT_VOCAB_NEIGHBOURS,
+                       [word, len(word) - dist, len(word) + dist, word[0], word[1], dist]).fetchall()
+    return [(str(t), int(d)) for t, d in rows]
+
+
+def closest(rows: list[tuple[str, int]]) -> list[str]:
+    """The candidates of a repair: those of ``rows`` (by distance, then word) at the smallest distance."""
+    if not rows:
+        return []
+    best_d = rows[0][1]
+    return [t for t, d in rows if d == best_d]
+
+
+def pick_repair(cands: list[str], dfs: dict[str, int]) -> str | None:
+    """The candidate whose stem the most chunks hold (``dfs``: by candidate), then the first alphabetically;
+    None when none is held at all."""
+    ranked = sorted(cands, key=lambda c: (-dfs.get(c, 0), c))
+    return ranked[0] if dfs.get(ranked[0], 0) > 0 else None
 
 
 def document_frequencies(cur: duckdb.DuckDBPyConnection, snap: Snapshot, hashes: list[int],

@@ -27,6 +27,9 @@ class Plan:
     # Chunk rows (chunk, role, ts, text) already read by ranking (the phrase candidates): evidence
     # the page need not read again
     evidence: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    # any-word ranking: the best session BM25 and best chunk BM25 the scores are relative to; None: this
+    # index's own (a merged search over several indexes gives the best of them all, query/federated.py)
+    maxima: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +45,6 @@ class Snapshot:
     # The daemon's memory-mapped postings (query/fastrank.SearchPostings) when every sorted segment
     # has its sidecar; None: every posting is read in DuckDB.
     postings: Any = None
+    # The sessions any-word ranking's session idf is taken over; None: this index's own count (a merged
+    # search over several indexes gives their sum, query/federated.py).
+    n_sessions: int | None = None

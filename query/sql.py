@@ -143,7 +143,9 @@ SCORE: Final = """
 # that (``ss``, session idf ``sidf``), and the best chunk as before (``bc``). A session's score is
 # its session BM25 over the best session's plus SESSION_CHUNK_WEIGHT times its best chunk's over
 # the best chunk's; the ranks by each are kept for the debug trace.
-SCORE_SESSIONS: Final = """
+# The any-word statement's CTEs up to ``bc``, shared by SCORE_SESSIONS, SCORE_SESSIONS_GIVEN_MAXIMA and
+# SESSION_MAXIMA.
+_SESSIONS_WITH: Final = """
             WITH p AS ({postings}),
             i(term, idf, sidf) AS (VALUES {idf_rows}),
             w AS (
@@ -155,9 +157,12 @@ SCORE_SESSIONS: Final = """
             ss AS (SELECT st.sess, {session_bm25} AS score, sum(i.sidf) AS covered
                    FROM st JOIN i USING (term) JOIN sl USING (sess) GROUP BY st.sess),
             bc AS (SELECT sess, max(score) AS score, first(chunk ORDER BY score DESC, chunk) AS chunk
-                   FROM w GROUP BY sess),
+                   FROM w GROUP BY sess)"""
+# The rest of the any-word statement; ``{max_session}`` and ``{max_chunk}`` are what the session and the
+# chunk BM25 are taken relative to.
+_SESSIONS_PAGE: Final = """,
             b AS (SELECT bc.sess, bc.chunk,
-                         round(ss.score / max(ss.score) OVER () + {chunk_weight} * bc.score / max(bc.score) OVER (), 6)
+                         round(ss.score / {max_session} + {chunk_weight} * bc.score / {max_chunk}, 6)
                              AS score,
                          rank() OVER (ORDER BY ss.score DESC, bc.sess) AS srank,
                          rank() OVER (ORDER BY bc.score DESC, bc.sess) AS crank, ss.covered
@@ -165,6 +170,17 @@ SCORE_SESSIONS: Final = """
             SELECT 0, b.sess, b.score, b.chunk, s.updated_at, b.srank, b.crank, b.covered
             FROM b JOIN sessions s USING (sess)
             WHERE {filters} ORDER BY {order} LIMIT ? OFFSET ?"""
+# The best session and the best chunk of this index (a window over ``b``).
+SCORE_SESSIONS: Final = _SESSIONS_WITH + _SESSIONS_PAGE.replace("{max_session}", "max(ss.score) OVER ()").replace(
+    "{max_chunk}", "max(bc.score) OVER ()")
+# A merged search over several indexes (query/federated.py): relative to the best session and chunk of
+# them all, written in as DOUBLE literals (MAXIMUM).
+SCORE_SESSIONS_GIVEN_MAXIMA: Final = _SESSIONS_WITH + _SESSIONS_PAGE
+MAXIMUM: Final = "{value!r}::DOUBLE"
+# This index's best session BM25 and best chunk BM25 of an any-word query (NULL: no session matches),
+# over the sessions SCORE_SESSIONS's window takes them over.
+SESSION_MAXIMA: Final = _SESSIONS_WITH + """
+            SELECT max(ss.score), max(bc.score) FROM bc JOIN ss USING (sess)"""
 # One term's idf per chunk and per session, as a VALUES row.
 IDF2_ROW: Final = "({term}::BIGINT, {idf}::DOUBLE, {sidf}::DOUBLE)"
 # Session BM25 over the summed postings: tf of the term in the session, dl the session's length.
