@@ -68,6 +68,14 @@ METHOD_READ: Final = "aiVault.readSession"
 
 # The remote execution hosts this machine searches, with their connections' state (local control).
 METHOD_HOSTS: Final = "aiVault.listHosts"
+# One search over several execution hosts, merged as one index over all of them would rank it
+# (docs/contract.md §9.5): asked of the machine the user sits at, which asks each host one step at a time.
+METHOD_SEARCH_HOSTS: Final = "aiVault.searchHosts"
+# One step of a merged search on one host (query/federated.py): its statistics for a query, a probe, a page
+# ranked with the summed statistics. What a coordinator asks a host; a host answers for itself only.
+METHOD_SHARD: Final = "aiVault.searchShard"
+# The steps of METHOD_SHARD, in the order a merged search may ask them.
+SHARD_STEPS: Final = ("stats", "termStats", "probe", "page")
 
 
 class Method(NamedTuple):
@@ -117,6 +125,9 @@ METHODS: Final[dict[str, Method]] = {m.name: m for m in (
            old_peer=None),
     Method(METHOD_READ, idempotent=True, remote=True, without_daemon=None, old_peer="no-service"),
     Method(METHOD_HOSTS, idempotent=False, remote=False, without_daemon=None, old_peer=None),
+    # Only the machine the user sits at fans out: a relay or paired runtime refuses it (never two hops).
+    Method(METHOD_SEARCH_HOSTS, idempotent=True, remote=False, without_daemon=None, old_peer=None),
+    Method(METHOD_SHARD, idempotent=True, remote=True, without_daemon=None, old_peer="no-service"),
 )}
 RPC_METHODS: Final = tuple(METHODS)
 # What a relay or paired client may ask (docs/contract.md §6, §8): searching, reading, status and the probe.
@@ -319,6 +330,51 @@ def status_sentinel() -> Status:
 
 # The sentinel as a value to compare with (tests, clients); never changed: status_sentinel() makes copies.
 STATUS_SENTINEL: Final[Status] = status_sentinel()
+
+
+class HostReport(TypedDict):
+    """One host's part of a merged search (aiVault.searchHosts)."""
+
+    id: str
+    state: str  # ok | unavailable | failed | timeout | skipped
+    reason: NotRequired[str]
+    generation: NotRequired[int]
+    freshnessTruncated: NotRequired[bool]
+
+
+class MergedResults(TypedDict):
+    kind: Literal["results"]
+    hits: list[dict[str, Any]]  # Hit, with executionHostId and executionHostIds
+    page: Page
+    hosts: list[HostReport]
+    partial: bool  # a host named gave no part of this list
+    truncated: Truncated
+    route: str | None
+    durationMs: float
+
+
+class MovedHost(TypedDict):
+    id: str
+    generation: int
+    expectedGeneration: int
+
+
+class MergedStaleCursor(TypedDict):
+    kind: Literal["stale-cursor"]
+    hosts: list[MovedHost]  # the hosts whose fence moved since the cursor was made
+
+
+def merged_results(hits: list[dict[str, Any]], *, cursor: str | None, has_more: bool, hosts: list[HostReport],
+                   truncated: Truncated, route: str | None, duration_ms: float) -> MergedResults:
+    """aiVault.searchHosts's page: ``partial`` when any host named is not ``ok``."""
+    return MergedResults(kind="results", hits=hits, page=Page(cursor=cursor, hasMore=has_more), hosts=hosts,
+                         partial=any(h["state"] != "ok" for h in hosts), truncated=truncated, route=route,
+                         durationMs=duration_ms)
+
+
+def merged_stale_cursor(moved: list[MovedHost]) -> MergedStaleCursor:
+    """aiVault.searchHosts's answer to a cursor made before a host's fence moved, naming those hosts."""
+    return MergedStaleCursor(kind="stale-cursor", hosts=moved)
 
 
 class SearchParams(TypedDict, total=False):

@@ -33,7 +33,15 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from aivault import __version__
-from aivault.broker.exposure import FULL_DIAGNOSTICS, Caller, Transport, redact_read, redact_search, redact_status
+from aivault.broker.exposure import (
+    FULL_DIAGNOSTICS,
+    Caller,
+    Transport,
+    redact_read,
+    redact_search,
+    redact_shard,
+    redact_status,
+)
 from aivault.broker.remote.hosts import Host, parse_host, remote_unavailable
 from aivault.codec import RpcReply, RpcRequest, encode_reply
 from aivault.errors import (
@@ -46,6 +54,7 @@ from aivault.errors import (
     clip,
     error_value,
 )
+from aivault.home import Home
 from aivault.protocol import (
     METHOD_CLEAR,
     METHOD_HOSTS,
@@ -54,6 +63,8 @@ from aivault.protocol import (
     METHOD_RECONCILE,
     METHOD_ROOTS,
     METHOD_SEARCH,
+    METHOD_SEARCH_HOSTS,
+    METHOD_SHARD,
     METHOD_STATS,
     METHOD_STATUS,
     METHODS,
@@ -74,6 +85,8 @@ class Answers(Protocol):
     def status(self) -> Mapping[str, Any]: ...
 
     def read(self, params: Any) -> Mapping[str, Any]: ...
+
+    def shard(self, params: Any) -> Mapping[str, Any]: ...
 
 
 class RootReporter(Protocol):
@@ -96,6 +109,9 @@ class Hosts(Protocol):
     def request(self, host: Host, method: str, params: Any) -> Future[Any]: ...
 
     def states(self, check: bool = False) -> Future[dict[str, Any]]: ...
+
+    @property
+    def home(self) -> Home: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +185,22 @@ def _clear(ctx: Context, req: RpcRequest) -> Any:
     return _controls(ctx).clear(req.id)
 
 
+def _shard(ctx: Context, req: RpcRequest) -> Any:
+    return ctx.answers.shard(req.params)
+
+
+def _search_hosts(ctx: Context, req: RpcRequest) -> Any:
+    """The merged search (broker/merged.py): this machine's steps answered here, the other hosts' through the
+    host connections; it waits for them all within its deadline."""
+    from aivault.broker import merged
+
+    if ctx.hosts is None:
+        raise NotPermitted(f"{METHOD_SEARCH_HOSTS} is asked of the machine you sit at: it never forwards")
+    conns = ctx.hosts()
+    return merged.search_hosts(req.params, home=conns.home, ask_local=ctx.answers.shard,
+                               ask_remote=lambda host, body: conns.request(host, METHOD_SHARD, body))
+
+
 def _hosts(ctx: Context, req: RpcRequest) -> Any:
     check = req.params.get("check", False) if isinstance(req.params, dict) else None
     if not isinstance(check, bool):
@@ -214,6 +246,8 @@ ENDPOINTS: Final = _table({
     METHOD_RECONCILE: (_reconcile, None),
     METHOD_CLEAR: (_clear, None),
     METHOD_HOSTS: (_hosts, None),
+    METHOD_SEARCH_HOSTS: (_search_hosts, None),
+    METHOD_SHARD: (_shard, _exposed(redact_shard, "searchShard")),
 })
 
 

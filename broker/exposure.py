@@ -59,6 +59,15 @@ def redact_search(result: Mapping[str, Any], transport: Transport) -> dict[str, 
     return {**result, "hits": [redact_for_transport(h, transport) if isinstance(h, dict) else h for h in hits]}
 
 
+def redact_shard(answer: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
+    """A step of a merged search with each page row's hit as ``transport`` may see it (other steps carry none)."""
+    rows = answer.get("rows")
+    if transport in FULL_DIAGNOSTICS or not isinstance(rows, list):
+        return dict(answer)
+    return {**answer, "rows": [{**r, "hit": redact_for_transport(r["hit"], transport)}
+                               if isinstance(r, dict) and isinstance(r.get("hit"), dict) else r for r in rows]}
+
+
 def redact_read(result: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
     """A readSession result with its session record as ``transport`` may see it (the resume command)."""
     session = result.get("session")

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import msgpack
 from aivault.broker.remote.hosts import Host, parse_host
 from aivault.errors import AivaultError, InvalidParams, MalformedCursor, clip
 from aivault.home import Home
+from aivault.protocol import HostReport, Truncated, merged_results
 
 # A hung host delays the merged answer past its deadline by at most this long (the waiting loop's grain).
 DEADLINE_SLACK_S: Final = 0.25
@@ -269,3 +271,202 @@ def open_cursor(key: bytes, cursor: str) -> MergedPosition:
             for h in hosts) or len({h.host for h in hosts}) != len(hosts):
         raise MalformedCursor("bad payload")
     return MergedPosition(qk, hosts)
+
+
+# --- the coordinator: aiVault.searchHosts -------------------------------------------------------------------
+# A host whose generation moves between two rounds answers {stale: true}; the rounds start again this many times.
+_RESTARTS: Final = 2
+# The share of the time left that a round before the last may take: a host that hangs in the first round is
+# timed out there, and the hosts that answered still have time for the rounds after it (the last round, the
+# pages, may take all that is left).
+_ROUND_SHARE: Final = 0.5
+
+
+class _Host:
+    """One host of a merged search: how to ask it, and what it answered."""
+
+    def __init__(self, host: Host) -> None:
+        self.id = host.id
+        self.host = host
+        self.state = "ok"
+        self.reason: str | None = None
+        self.stats: dict[str, Any] | None = None
+        self.fresh_cut = False
+
+    def fail(self, state: str, reason: str) -> None:
+        self.state, self.reason = state, reason
+
+    def report(self) -> HostReport:
+        out = HostReport(id=self.id, state=self.state)
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.stats is not None and self.state == "ok":
+            out["generation"] = int(self.stats["generation"])
+            out["freshnessTruncated"] = self.fresh_cut
+        return out
+
+
+def search_hosts(params: Any, *, home: Home, ask_local: Callable[[dict[str, Any]], Any],
+                 ask_remote: Callable[[Host, dict[str, Any]], Any]) -> dict[str, Any]:
+    """aiVault.searchHosts: ``params`` is a search request plus ``hosts`` ("all" or a list of ids). Every host
+    named is asked one step at a time (query/federated.py), all hosts at once within one deadline; the pages
+    are merged as one index over all of them would rank them. A host that fails, refuses, is disabled or
+    misses the deadline is listed with its state and reason in ``hosts``, and ``partial`` says the list
+    lacks it. ``ask_local`` answers this machine's steps; ``ask_remote`` returns a remote host's (a Future)."""
+    from aivault.broker.remote.hostconfig import load_hosts
+    from aivault.protocol import METHOD_SEARCH_HOSTS, MovedHost, malformed_cursor, merged_stale_cursor
+    from aivault.query import federated
+    from aivault.query.cursor import query_key
+    from aivault.query.request import parse_request
+
+    t0 = time.monotonic()
+    if not isinstance(params, dict):
+        raise InvalidParams(f"{METHOD_SEARCH_HOSTS} takes a search request with hosts: \"all\" or [host ids]")
+    request = {k: v for k, v in params.items() if k != "hosts"}
+    req = parse_request(request)
+    st = settings(home)
+    hosts = [_Host(h) for h in parse_host_set(params.get("hosts"), list(load_hosts(home)), st.max_hosts)]
+    until = t0 + st.deadline_s
+    qk = query_key(req)
+    key = home.key()
+    position: MergedPosition | None = None
+    if req.cursor is not None:
+        try:
+            position = open_cursor(key, req.cursor)
+        except MalformedCursor:
+            return dict(malformed_cursor())
+        if position.query_key != qk or set(position.host_ids()) - {h.id for h in hosts}:
+            return dict(malformed_cursor())
+    shard_request = {k: v for k, v in request.items() if k != "cursor"}
+
+    def ask(hid: str, body: dict[str, Any]) -> Any:
+        host = next(h.host for h in hosts if h.id == hid)
+        return ask_local(body) if host.is_local else ask_remote(host, body)
+
+    def round_of(live: list[_Host], body: dict[str, Any], offsets: dict[str, int] | None = None) -> dict[str, Any]:
+        """Every live host's answer to ``body`` (with its own ``offset`` from ``offsets``); a host that gives
+        none is marked and left out. A round before the pages takes at most _ROUND_SHARE of the time left."""
+        answers: dict[str, Any] = {}
+
+        def one(hid: str) -> Any:
+            return ask(hid, body if offsets is None else {**body, "offset": offsets.get(hid, 0)})
+
+        now = time.monotonic()
+        last = body["step"] == "page"
+        asked = fan_out([h.id for h in live], one, parallel=st.parallel_hosts,
+                        until=until if last else now + max(until - now, 0) * _ROUND_SHARE)
+        for h, a in zip(live, asked, strict=True):
+            if not a.ok:
+                h.fail(*failure_reason(a, st.deadline_s))
+            elif not isinstance(a.value, dict):
+                h.fail("failed", f"answered a step with something that is not a map: {a.value!r:.120}")
+            elif a.value.get("kind") == "unavailable":
+                h.fail("unavailable", str(a.value.get("reason")))
+            else:
+                answers[h.id] = a.value
+        return answers
+
+    for _ in range(_RESTARTS + 1):
+        live = [h for h in hosts if h.state == "ok"]
+        got = round_of(live, {"step": "stats", "request": shard_request})
+        for h in live:
+            if h.id in got:
+                h.stats = got[h.id]
+                h.fresh_cut = bool(got[h.id].get("freshnessTruncated"))
+        live = [h for h in hosts if h.state == "ok" and h.stats is not None]
+        seen: dict[str, str] = {}
+        for h in live:
+            assert h.stats is not None
+            ident = str(h.stats["identity"])
+            if ident in seen:  # the same index reached twice (a host id and its alias)
+                h.fail("failed", f"the same index as {seen[ident]} (identity {ident[:12]}): searched once")
+            seen.setdefault(ident, h.id)
+        live = [h for h in live if h.state == "ok"]
+        if position is not None:
+            moved = [p for p in position.hosts if any(
+                h.id == p.host and h.stats is not None
+                and (h.stats["identity"] != p.identity or h.stats["generation"] != p.generation) for h in live)]
+            if moved:
+                return dict(merged_stale_cursor([
+                    MovedHost(id=p.host, generation=next(int(h.stats["generation"]) for h in live
+                                                         if h.id == p.host and h.stats),
+                              expectedGeneration=p.generation) for p in moved]))
+        stats = [h.stats for h in live if h.stats is not None]
+        if not stats:
+            return _answer([], None, False, hosts, req, t0, route=None, capped=False, cut=0)
+        plan = federated.combine(stats, req)
+        extra: list[dict[str, Any]] | None = None
+        probes: list[dict[str, Any]] | None = None
+        stale = False
+        while plan["next"] != federated.NEXT_PAGE and not stale:
+            step = "termStats" if plan["next"] == federated.NEXT_TERM_STATS else "probe"
+            got = round_of(live, {"step": step, "request": shard_request, "plan": plan})
+            stale = any(v.get("stale") for v in got.values()) or len(got) < len(live)
+            if stale:
+                break
+            if step == "termStats":
+                extra = [got[h.id] for h in live]
+            else:
+                probes = [got[h.id] for h in live]
+            plan = federated.combine(stats, req, term_stats=extra, probes=probes)
+        if stale:
+            for h in hosts:
+                h.stats = None
+            continue
+        offsets = {p.host: p.offset for p in position.hosts} if position is not None else {}
+        paging = [h for h in live if position is None or h.id in offsets]
+        for h in live:
+            if h not in paging:
+                h.fail("skipped", "it did not answer the first page of this search; search again to include it")
+        got = round_of(paging, {"step": "page", "request": shard_request, "plan": plan, "count": req.limit + 1},
+                       offsets)
+        if any(v.get("stale") for v in got.values()):
+            for h in hosts:
+                h.stats = None
+            continue
+        answered = [h for h in paging if h.id in got]
+        pages = [got[h.id] for h in answered]
+        by_identity = {str(got[h.id]["identity"]): h for h in answered}
+        rows = federated.merge(pages, req)
+        shown, more = rows[: req.limit], len(rows) > req.limit
+        taken = Counter(str(r["host"]) for r in shown)
+        hits = _stamped(shown, by_identity)
+        cursor = None
+        if more:
+            positions = tuple(HostPosition(h.id, int(got[h.id]["generation"]), str(got[h.id]["identity"]),
+                                           offsets.get(h.id, 0) + taken.get(str(got[h.id]["identity"]), 0))
+                              for h in answered)
+            cursor = mint(key, MergedPosition(qk, positions))
+        return _answer(hits, cursor, more, hosts, req, t0, route=str(plan.get("route")),
+                       capped=any(bool(p.get("capped")) for p in pages),
+                       cut=sum(int(p.get("snippetsCut", 0)) for p in pages))
+    for h in hosts:
+        if h.state == "ok":
+            h.fail("failed", "its index kept changing between the rounds of the search: try again")
+    return _answer([], None, False, hosts, req, t0, route=None, capped=False, cut=0)
+
+
+def _stamped(rows: list[dict[str, Any]], by_identity: dict[str, _Host]) -> list[dict[str, Any]]:
+    """The hits of the merged rows, each naming its host; the same agent session found on several hosts (a
+    synced home) is one hit, where it ranked first, naming every host it was found on."""
+    out: list[dict[str, Any]] = []
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        host = by_identity[str(row["host"])].id
+        ident = (str(row["agent"]), str(row["sessionId"]))
+        if ident in first:
+            first[ident]["executionHostIds"].append(host)
+            continue
+        hit = {**row["hit"], "executionHostId": host, "executionHostIds": [host]}
+        first[ident] = hit
+        out.append(hit)
+    return out
+
+
+def _answer(hits: list[dict[str, Any]], cursor: str | None, more: bool, hosts: list[_Host], req: Any, t0: float, *,
+            route: str | None, capped: bool, cut: int) -> dict[str, Any]:
+    reports = [h.report() for h in hosts]
+    truncated = Truncated(candidates=capped, snippets=cut, query=bool(req.query_truncated),
+                          freshness=any(r.get("freshnessTruncated") for r in reports))
+    return dict(merged_results(hits, cursor=cursor, has_more=more, hosts=reports, truncated=truncated, route=route,
+                               duration_ms=round((time.monotonic() - t0) * 1000, 3)))

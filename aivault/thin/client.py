@@ -378,6 +378,11 @@ class _DirectIndex:
 
         return ServiceAnswers(self.opened()).read(params)
 
+    def shard(self, params: Any) -> dict[str, Any]:
+        from aivault.vault.endpoints import ServiceAnswers
+
+        return ServiceAnswers(self.opened()).shard(params)
+
     def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
         return self.opened().root_report(roots)
 

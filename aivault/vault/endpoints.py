@@ -10,11 +10,22 @@ direct mode's search, status and read go through the endpoints here.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, runtime_checkable
 
-from aivault.protocol import ReadResult, SearchResult, Status, Unavailable, status_sentinel, unavailable
+from aivault.errors import InvalidParams
+from aivault.protocol import (
+    SEARCH_MAX_LIMIT,
+    SHARD_STEPS,
+    ReadResult,
+    SearchResult,
+    Status,
+    Unavailable,
+    status_sentinel,
+    unavailable,
+)
 from aivault.query.reports import reading
-from aivault.query.request import parse_request
+from aivault.query.request import SearchRequest, parse_request
 from aivault.query.transcript import read_session
 
 
@@ -51,6 +62,66 @@ def search_status(service: SessionSearchService) -> Status:
         return service.status()
 
 
+# --- one step of a merged search on this host (aiVault.searchShard) ---------------------------------------
+@dataclass(frozen=True, slots=True)
+class ShardRequest:
+    step: str  # one of SHARD_STEPS
+    request: SearchRequest
+    plan: dict[str, Any]  # the coordinator's plan (query/federated.combine); {} for "stats"
+    offset: int  # "page": this host's rows already shown
+    count: int  # "page": how many rows to rank from there
+
+
+def parse_shard(params: Any) -> ShardRequest:
+    """``{step, request, plan?, offset?, count?}``; invalid-params naming what is wrong."""
+    if not isinstance(params, dict):
+        raise InvalidParams("aiVault.searchShard takes {step, request, plan, offset, count}")
+    step = params.get("step")
+    if step not in SHARD_STEPS:
+        raise InvalidParams(f"aiVault.searchShard: step must be one of {', '.join(SHARD_STEPS)}, not {step!r:.40}")
+    request = params.get("request")
+    if not isinstance(request, dict) or "cursor" in request:
+        raise InvalidParams("aiVault.searchShard: request must be a search request without a cursor")
+    plan = params.get("plan", {})
+    if not isinstance(plan, dict) or (step != "stats" and not isinstance(plan.get("generations"), dict)):
+        raise InvalidParams("aiVault.searchShard: every step after stats needs the coordinator's plan")
+    offset, count = params.get("offset", 0), params.get("count", 1)
+    if step == "page" and (type(offset) is not int or not 0 <= offset <= 2**31 - 1
+                           or type(count) is not int or not 1 <= count <= SEARCH_MAX_LIMIT + 1):
+        raise InvalidParams(f"aiVault.searchShard: a page needs offset >= 0 and count 1..{SEARCH_MAX_LIMIT + 1}")
+    return ShardRequest(str(step), parse_request(request), plan, int(offset), int(count))
+
+
+@runtime_checkable
+class ShardAnswerer(Protocol):
+    """A service that can answer a step of a merged search (the daemon's, direct mode's)."""
+
+    def shard(self, ask: ShardRequest) -> dict[str, Any]: ...
+
+
+def search_shard(service: object, params: Any) -> dict[str, Any]:
+    """The aiVault.searchShard endpoint: parsed first (a bad one is an error whatever the service), then
+    answered by the service, or ``unavailable/no-service`` where none can."""
+    ask = parse_shard(params)
+    if not isinstance(service, ShardAnswerer):
+        return dict(unavailable("no-service"))
+    with reading(service):
+        return service.shard(ask)
+
+
+def shard_step(engine: Any, ask: ShardRequest) -> dict[str, Any]:
+    """The step asked, over ``engine`` (query/federated.py)."""
+    from aivault.query import federated
+
+    if ask.step == "stats":
+        return federated.query_stats(engine, ask.request)
+    if ask.step == "termStats":
+        return federated.term_stats(engine, ask.request, ask.plan)
+    if ask.step == "probe":
+        return federated.probe(engine, ask.request, ask.plan)
+    return federated.page(engine, ask.request, ask.plan, ask.offset, ask.count)
+
+
 class ServiceAnswers:
     """A service's search, status and read through the endpoints (the endpoint table's ``Answers``)."""
 
@@ -65,3 +136,6 @@ class ServiceAnswers:
 
     def read(self, params: Any) -> ReadResult | Unavailable:
         return read_session(self.service, params)
+
+    def shard(self, params: Any) -> dict[str, Any]:
+        return search_shard(self.service, params)

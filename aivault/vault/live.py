@@ -55,6 +55,7 @@ from aivault.query.engine import Engine
 from aivault.query.reports import degraded_roots, index_counts, root_report, silent_roots
 from aivault.query.request import parse_request
 from aivault.query.transcript import ReadRequest, read_messages
+from aivault.vault.endpoints import ShardRequest, shard_step
 
 _log = log.get("service")
 
@@ -627,6 +628,23 @@ class LocalService:
                 return read_messages(cur, req)
             finally:
                 cur.close()
+
+    def shard(self, ask: ShardRequest) -> dict[str, Any]:
+        """aiVault.searchShard: one step of a merged search over this index, with consent and readiness as for
+        search. The first step waits for a reconcile when the request asks wait-until-current (the host's own
+        deadline, FRESHNESS_DEADLINE_S); ``freshnessTruncated`` says the wait ran out."""
+        if not self.policy.enabled:
+            return dict(unavailable("disabled"))
+        ix, phase = self.indexer, self.phase
+        if phase not in (Phase.READ_ONLY, Phase.RECLAIMING) and not self._ready(phase, ix):
+            return dict(unavailable("not-ready"))
+        fresh_cut = None
+        if ask.step == "stats" and ask.request.freshness == "wait-until-current":
+            fresh_cut = phase is Phase.RECLAIMING or (
+                phase is not Phase.READ_ONLY and not wait_for_reconcile(ix.reconcile(full=False)))
+        with self.lifecycle.shared():
+            out = shard_step(self.engine, ask)
+        return out if fresh_cut is None else {**out, "freshnessTruncated": fresh_cut}
 
     @staticmethod
     def _ready(phase: Phase, ix: IndexerService) -> bool:

@@ -24,6 +24,7 @@ from aivault.query.hybrid import VECTOR_CANDIDATES, VectorSource
 from aivault.query.reports import degraded_roots, root_report, silent_roots
 from aivault.query.request import parse_request
 from aivault.query.transcript import ReadRequest, read_messages
+from aivault.vault.endpoints import ShardRequest, shard_step
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,6 +53,10 @@ class MissingIndexService:
     def read_session(self, req: ReadRequest) -> ReadResult | Unavailable:
         enabled = policy_mod.load(self.home).enabled
         return unavailable("not-ready" if enabled else "disabled")
+
+    def shard(self, ask: ShardRequest) -> dict[str, Any]:
+        enabled = policy_mod.load(self.home).enabled
+        return dict(unavailable("not-ready" if enabled else "disabled"))
 
     def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
         return {r: {"units": 0, "sessions": 0, "skipped": {}} for r in roots}
@@ -164,6 +169,15 @@ class DirectService:
 
     def root_report(self, roots: list[str]) -> dict[str, dict[str, Any]]:
         return root_report(self.con, roots)
+
+    def shard(self, ask: ShardRequest) -> dict[str, Any]:
+        """aiVault.searchShard from the read-only handle (consent as for search). No indexer runs here to
+        reconcile: a wait-until-current request's first step says ``freshnessTruncated``."""
+        if not policy_mod.load(self.home).enabled:
+            return dict(unavailable("disabled"))
+        out = shard_step(self.engine, ask)
+        return {**out, "freshnessTruncated": True} if ask.step == "stats" and \
+            ask.request.freshness == "wait-until-current" else out
 
     def read_session(self, req: ReadRequest) -> ReadResult | Unavailable:
         """aiVault.readSession from the read-only handle (consent is checked as for search)."""

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from aivault.broker.exposure import Transport, redact_read, redact_search, redact_status
+from aivault.broker.exposure import Transport, redact_read, redact_search, redact_shard, redact_status
 from aivault.broker.remote.hostconfig import HostEntry, RemoteSettings, hosts_stamp, load_hosts, remote_settings
 from aivault.broker.remote.hosts import Host
 from aivault.broker.remote.link import Link
@@ -38,6 +38,7 @@ from aivault.protocol import (
     METHOD_PING,
     METHOD_READ,
     METHOD_SEARCH,
+    METHOD_SHARD,
     METHOD_STATUS,
     REMOTE_CLIENT_METHODS,
     RESULT_KINDS,
@@ -239,6 +240,10 @@ class HostConnections:
             return redact_status(_status(host, value), transport)
         if method == METHOD_READ:
             return self._read_result(host, transport, value)
+        if method == METHOD_SHARD:  # a step of a merged search: rows' hits as this transport may see them
+            if not isinstance(value, dict):
+                raise ProtocolError(f"{host.id} answered searchShard with something that is not a map: {value!r:.200}")
+            return redact_shard(value, transport)
         if not isinstance(value, dict):
             raise ProtocolError(f"{host.id} answered {method} with something that is not a map: {value!r:.200}")
         return {**value, "host": host.id}

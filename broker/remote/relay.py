@@ -37,6 +37,7 @@ from aivault.home import Home
 from aivault.protocol import (
     METHOD_PING,
     METHOD_READ,
+    METHOD_SHARD,
     RELAY_MAX_QUEUED,
     RELAY_SILENCE_TIMEOUT_S,
     REMOTE_FRAME_KEY,
@@ -88,6 +89,12 @@ class RelayAnswerer:
         if not self.has_service():
             return self._none().read(params)
         value: Mapping[str, Any] = self._ask(lambda c: c.call(METHOD_READ, params))
+        return value
+
+    def shard(self, params: Any) -> Mapping[str, Any]:
+        if not self.has_service():
+            return self._none().shard(params)
+        value: Mapping[str, Any] = self._ask(lambda c: c.call(METHOD_SHARD, params))
         return value
 
     def _ask(self, fn: Any) -> Any:

@@ -1,0 +1,176 @@
+"""aiVault.searchHosts end to end: this machine's index and two relays (real relay processes behind a
+stand-in ssh) searched as one, compared with one index built over the union of their transcripts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aivault import policy
+from aivault.home import Home, write_private
+from aivault.protocol import METHOD_SEARCH_HOSTS
+from tests.builders import ClaudeWriter, CodexWriter
+from tests.support.common import lexical_only, run_cli
+from tests.support.remotes import (
+    RelayProcess,
+    Remote,
+    add_ssh,
+    fake_relay_command,
+    fake_ssh,
+    host_timeouts,
+    make_client,
+)
+
+
+def _remote(base: Path, writes: list[tuple[str, str]]) -> Remote:
+    """A data directory indexed over its own Claude and Codex roots, relay consent on."""
+    claude, codex, user = base / "claude", base / "codex", base / "user"
+    for d in (claude, codex, user):
+        d.mkdir(parents=True, exist_ok=True)
+    for agent, text in writes:
+        w = ClaudeWriter(claude, cwd=f"{base}/w") if agent == "claude" else CodexWriter(codex, cwd=f"{base}/w")
+        w.user(text)
+    home = Home.resolve(base / "home").ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    cfg = json.loads(home.config_path.read_text())
+    cfg["roots"] = [f"claude={claude}", f"codex={codex}"]
+    write_private(home.config_path, json.dumps(cfg).encode())
+    remote = Remote(home, user, claude)
+    remote.cli("index", "--no-default-roots")
+    remote.cli("policy", "--relay", "on")
+    return remote
+
+
+# Different sizes and different word statistics on each machine: a word common on one and rare on another,
+# a phrase found on one only, a word only one machine's vocabulary holds (typo repair must reach it).
+# Every text has its own length, so that no two sessions tie on score (ties across hosts are broken
+# otherwise than one index breaks them, by its internal ids: query/federated.py lists it).
+LOCAL = [("claude", "the duckdb lock error again" + " retry" * i) for i in range(6)] + [
+    ("claude", "a tokio runtime panic in the scheduler"), ("codex", "migrating the schema with alembic")]
+DEVBOX = [("claude", "the duckdb lock was held by a zombie process"), ("claude", "wal replay after a crash"),
+          ("codex", "the flamegraph shows the lock contention"), ("claude", "zebracorn renders the sprites")]
+CLOUD = [("codex", "kubernetes pod eviction" + " again" * i) for i in range(4)] + [
+    ("claude", "the lock error came from the duckdb writer"), ("codex", "duckdb lock error on the cloud box")]
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A client with its own index and two relay hosts, and one index over all three machines' transcripts."""
+    base = tmp_path_factory.mktemp("merged")
+    local, devbox, cloud = _remote(base / "local", LOCAL), _remote(base / "devbox", DEVBOX), _remote(base / "cloud",
+                                                                                                        CLOUD)
+    client = local.home
+    ssh = fake_ssh(base)
+    add_ssh(client, "ssh:devbox", devbox.command(), ssh)
+    add_ssh(client, "ssh:cloud", cloud.command(), ssh)
+    host_timeouts(client, connectTimeoutS=10, requestTimeoutS=10)
+    union = make_client(base / "union")
+    roots = [f"{agent}={base / m / agent}" for m in ("local", "devbox", "cloud") for agent in ("claude", "codex")]
+    run_cli(union.path, "index", "--no-default-roots", *[a for r in roots for a in ("--root", r)], check=True)
+    return {"client": client, "union": union, "base": base}
+
+
+def _merged(client: Home, **params: Any) -> dict[str, Any]:
+    out = run_cli(client.path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"hosts": "all", **params}), check=True)
+    value: dict[str, Any] = json.loads(out.stdout)
+    return value
+
+
+def _single(home: Home, query: str, limit: int, **more: Any) -> list[tuple[str, str, float]]:
+    req = json.dumps({"query": query, "limit": limit, **more})
+    value = json.loads(run_cli(home.path, "rpc", "aiVault.searchSessions", req, check=True).stdout)
+    assert value["kind"] == "results", value
+    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
+
+
+def _rows(value: dict[str, Any]) -> list[tuple[str, str, float]]:
+    assert value["kind"] == "results", value
+    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
+
+
+def _same(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]]) -> bool:
+    return [x[:2] for x in a] == [x[:2] for x in b] and all(abs(x[2] - y[2]) <= 1e-6 for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("query", ["duckdb lock error", "\"lock error\"", "duckdb zombie", "zebracrn",
+                                   "why did the duckdb writer hold the lock?", "agent:codex"])
+def test_the_merged_ranking_is_the_union_indexs(machines: dict[str, Any], query: str) -> None:
+    """Phrase, all-words, any-word, typo-repaired (the word only one host knows), question and operators-only
+    queries over three machines give the sessions, order and scores of one index over all of them."""
+    merged = _merged(machines["client"], query=query, limit=20)
+    assert [h["state"] for h in merged["hosts"]] == ["ok", "ok", "ok"] and merged["partial"] is False
+    union = _single(machines["union"], query, 20)
+    if query.startswith("agent:"):
+        # Operators only: newest first, every score 0; sessions written in the same millisecond tie, which
+        # one index breaks by its internal ids (query/federated.py): the same sessions, newest first.
+        assert sorted(_rows(merged)) == sorted(union)
+        updated = [h["updatedAt"] for h in merged["hits"]]
+        assert updated == sorted(updated, reverse=True)
+    else:
+        assert _same(_rows(merged), union), (merged, query)
+    assert {h["executionHostId"] for h in merged["hits"]} <= {"local", "ssh:devbox", "ssh:cloud"}
+
+
+def test_pages_follow_the_cursor_with_changing_sizes_and_never_repeat(machines: dict[str, Any]) -> None:
+    """Pages of 2, then 3, then 20 walk the union's list in order: no session twice, none skipped."""
+    whole = _single(machines["union"], "lock", 50)
+    seen: list[tuple[str, str, float]] = []
+    page = _merged(machines["client"], query="lock", limit=2)
+    seen += _rows(page)
+    for size in (3, 20):
+        if not page["page"]["hasMore"]:
+            break
+        page = _merged(machines["client"], query="lock", limit=size, cursor=page["page"]["cursor"])
+        seen += _rows(page)
+    assert _same(seen, whole)
+    # A cursor belongs to its query and its host set.
+    first = _merged(machines["client"], query="lock", limit=1)
+    other = _merged(machines["client"], query="duckdb", limit=1, cursor=first["page"]["cursor"])
+    assert other == {"kind": "malformed-cursor"}
+
+
+def test_a_hung_host_is_listed_within_the_deadline_and_the_rest_answer(machines: dict[str, Any]) -> None:
+    """A host whose relay never answers is `timeout` within the deadline (its first round takes at most half of
+    it, so the others still page); their sessions come back and the result says it is partial."""
+    client: Home = machines["client"]
+    add_ssh(client, "ssh:hung", fake_relay_command("hang"), fake_ssh(machines["base"]))
+    cfg = json.loads(client.config_path.read_text())
+    cfg["mergedSearch"] = {"deadlineS": 6}
+    write_private(client.config_path, json.dumps(cfg).encode())
+    try:
+        t0 = time.monotonic()
+        value = _merged(client, query="duckdb lock", limit=5)
+        took = time.monotonic() - t0
+        states = {h["id"]: h["state"] for h in value["hosts"]}
+        assert states == {"local": "ok", "ssh:devbox": "ok", "ssh:cloud": "ok", "ssh:hung": "timeout"}, value
+        assert value["partial"] is True and value["hits"]
+        assert value["durationMs"] <= 6000 + 250, value["durationMs"]
+        assert took < 6.25 + 3.0  # the CLI's own start-up on top of the deadline
+    finally:
+        from aivault.broker.remote.hostconfig import load_hosts, save_hosts
+
+        hosts = load_hosts(client)
+        hosts.pop("ssh:hung", None)
+        save_hosts(client, hosts)
+        cfg.pop("mergedSearch", None)
+        write_private(client.config_path, json.dumps(cfg).encode())
+
+
+def test_bad_host_sets_are_invalid_params_and_a_relay_refuses_to_fan_out(machines: dict[str, Any]) -> None:
+    """Unknown, repeated and mixed host lists are refused by name; a relay never merges (never two hops)."""
+    client: Home = machines["client"]
+    for hosts, named in ((["local", "ssh:nowhere"], "hosts[1]"), (["local", "local"], "repeats local"),
+                         (["all", "local"], "hosts[0] is 'all'")):
+        out = run_cli(client.path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"query": "x", "hosts": hosts}))
+        assert out.returncode != 0 and named in out.stderr, out.stderr
+    relay = RelayProcess(_remote(machines["base"] / "lonely", [("claude", "a lonely quokka")]))
+    try:
+        reply = relay.call(METHOD_SEARCH_HOSTS, {"query": "quokka", "hosts": ["local"]})
+        assert reply.ok is False and reply.value["name"] == "not-permitted", reply
+    finally:
+        relay.close()
