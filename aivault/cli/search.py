@@ -1,7 +1,9 @@
 """``aivault search``, ``status`` and ``rpc``: asking the index, through a daemon or directly.
 
 ``--host`` addresses one execution host (docs/contract.md §6): ``local`` (the default), ``ssh:<target>`` or
-``runtime:<environmentId>``; the daemon routes it, or this process when no daemon runs.
+``runtime:<environmentId>``; the daemon routes it, or this process when no daemon runs. ``--all-hosts`` (or
+``--host all``) searches this machine and every configured host as one (aiVault.searchHosts,
+docs/contract.md §9.5); ``status --all-hosts`` is a table of them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, absolute, add_host
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, search_request
+from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, SearchParams, search_request
 from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
 
 if TYPE_CHECKING:  # the client and the renderer are imported by the commands, not for parsing (cli/__init__.py)
@@ -38,11 +40,15 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--debug", action="store_true", help="include the planner's report")
     p.add_argument("--json", action="store_true", help="print the contract's result object")
     add_host(p)
+    p.add_argument("--all-hosts", action="store_true",
+                   help="search this machine and every configured host as one list (the same as --host all)")
     p.set_defaults(fn=cmd_search)
 
     p = sub.add_parser("status", help="indexing status")
     p.add_argument("--json", action="store_true", help="print the contract's status object")
     add_host(p)
+    p.add_argument("--all-hosts", action="store_true",
+                   help="a table of this machine and every configured host (the same as --host all)")
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("rpc", help="send one raw RPC and print the JSON answer")
@@ -85,6 +91,8 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
                              fresh=bool(args.fresh), debug=bool(args.debug or not args.json))
     if not args.json:
         _limit_note(args.limit)
+    if _all_hosts(args):
+        return _search_all(args, home, request)
     host = _host(args)
     conn = Connection(home)
     try:
@@ -109,6 +117,35 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
             raise CliError("the index changed since that cursor was made: search again without --cursor")
         raise CliError("the index kept changing while the page was assembled (it is being written right now): "
                        "try again in a moment")
+    raise CliError("that cursor is not valid for this search: search again without --cursor")
+
+
+def _all_hosts(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "all_hosts", False)) or getattr(args, "host", None) == "all"
+
+
+def _search_all(args: argparse.Namespace, home: Home, request: SearchParams) -> int:
+    """``search --all-hosts``: one list over this machine and every configured host (aiVault.searchHosts)."""
+    from aivault.protocol import METHOD_SEARCH_HOSTS
+    from aivault.thin.client import Connection
+    from aivault.thin.render import print_host_lines, print_results
+
+    conn = Connection(home)
+    try:
+        result = conn.call(METHOD_SEARCH_HOSTS, {**request, "hosts": "all"})
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return EXIT_OK
+    kind = result.get("kind")
+    if kind == "results":
+        print_results(result)
+        print_host_lines(result.get("hosts") or [])
+        return EXIT_OK
+    if kind == "stale-cursor":
+        moved = ", ".join(str(h.get("id")) for h in result.get("hosts") or [])
+        raise CliError(f"the index changed on {moved} since that cursor was made: search again without --cursor")
     raise CliError("that cursor is not valid for this search: search again without --cursor")
 
 
@@ -145,6 +182,8 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
     from aivault.thin.client import Connection
     from aivault.thin.render import print_status
 
+    if _all_hosts(args):
+        return _status_all(args, home)
     host = _host(args)
     conn = Connection(home)
     try:
@@ -159,6 +198,31 @@ def cmd_status(args: argparse.Namespace, home: Home) -> int:
         return _local_status(args, home, conn)
     finally:
         conn.close()
+
+
+def _status_all(args: argparse.Namespace, home: Home) -> int:
+    """``status --all-hosts``: this machine's status and each configured host's, one row each; a host that
+    cannot be asked is a row with its error."""
+    from aivault.errors import AivaultError
+    from aivault.thin.client import Connection
+    from aivault.thin.render import print_status_table
+
+    conn = Connection(home)
+    rows: list[dict[str, Any]] = []
+    try:
+        ids = ["local", *(str(h["id"]) for h in conn.hosts().get("hosts", []))]
+        for hid in ids:
+            try:
+                rows.append({"id": hid, "status": conn.status(None if hid == "local" else hid)})
+            except AivaultError as exc:
+                rows.append({"id": hid, "error": str(exc)})
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps({"hosts": rows}))
+        return EXIT_OK
+    print_status_table(rows)
+    return EXIT_OK
 
 
 def _local_status(args: argparse.Namespace, home: Home, conn: Connection) -> int:

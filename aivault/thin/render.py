@@ -138,7 +138,8 @@ def print_results(result: dict[str, Any], out: TextIO = sys.stdout) -> None:
         notes.append("the index may be slightly behind (refresh took over 5 s)")
     meaning = sum(1 for h in hits if h.get("sessionId") in by_meaning)
     found = f"{len(hits)} session(s)" + (f" ({meaning} by similar meaning only)" if meaning else "")
-    footer = f"{found} · {result.get('durationMs', 0):.1f} ms · generation {result.get('generation')}"
+    gen = result.get("generation")
+    footer = f"{found} · {result.get('durationMs', 0):.1f} ms" + (f" · generation {gen}" if gen is not None else "")
     print(st(DIM, footer + ("; " + "; ".join(notes) if notes else "")), file=out)
     cursor = (result.get("page") or {}).get("cursor")
     if cursor:
@@ -164,6 +165,38 @@ def print_debug(debug: dict[str, Any], out: TextIO = sys.stdout) -> None:
     for t in debug.get("cut") or []:
         print(st(DIM, f"   cut {t.get('sessionId')}: lexical rank {t.get('lexicalRank') or '-'} · vector rank "
                       f"{t.get('vectorRank') or '-'} ({t.get('reason', 'ranked lower')})"), file=out)
+
+
+def print_host_lines(hosts: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+    """Under a merged search: one line per host that gave no part of the list, and which hosts answered."""
+    st = Style(out)
+    bad = [h for h in hosts if h.get("state") != "ok"]
+    for h in bad:
+        print(st(RED, f"  {h.get('id')}: {h.get('state')}: {h.get('reason') or ''}".rstrip(": ")), file=out)
+    ok = [str(h.get("id")) for h in hosts if h.get("state") == "ok"]
+    print(st(DIM, f"searched {', '.join(ok) or 'no host'}" + (f"; {len(bad)} host(s) missing: the list is partial"
+                                                               if bad else "")), file=out)
+
+
+def print_status_table(rows: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
+    """``aivault status --all-hosts``: one row per host (its phase and counts, or why it could not be asked)."""
+    st = Style(out)
+    width = max([len(str(r["id"])) for r in rows] + [4])
+    print(st(BOLD, f"{'host':<{width}}  {'search':<8}  {'phase':<9}  {'indexed':>8}  {'due':>6}  {'failed':>6}  "
+                   "last sweep"), file=out)
+    for r in rows:
+        s = r.get("status")
+        if s is None:
+            print(f"{r['id']:<{width}}  " + st(RED, str(r.get("error"))), file=out)
+            continue
+        phase = str(s["phase"])
+        color = {"current": GREEN, "degraded": RED}.get(phase, CYAN)
+        sweep = s.get("lastSweepCompletedAt")
+        print(f"{r['id']:<{width}}  {'enabled' if s['enabled'] else 'disabled':<8}  {st(color, f'{phase:<9}')}  "
+              f"{s['filesIndexed']:>8,}  {s['filesDue']:>6,}  {s['filesFailed']:>6,}  "
+              f"{when(sweep) if sweep is not None else 'never'}", file=out)
+        for d in s.get("degradedRoots") or []:
+            print(st(RED, f"{'':<{width}}  degraded: {d['root']}: {d['reason']}"), file=out)
 
 
 def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str, out: TextIO = sys.stdout) -> None:

@@ -174,3 +174,19 @@ def test_bad_host_sets_are_invalid_params_and_a_relay_refuses_to_fan_out(machine
         assert reply.ok is False and reply.value["name"] == "not-permitted", reply
     finally:
         relay.close()
+
+
+def test_the_cli_searches_every_host_and_tables_their_status(machines: dict[str, Any]) -> None:
+    """`search --all-hosts` names each hit's host and which hosts answered; `--host all --json` is the merged
+    result; `status --all-hosts` is one row per host."""
+    client: Home = machines["client"]
+    human = run_cli(client.path, "search", "--all-hosts", "duckdb lock", check=True).stdout
+    assert "@ ssh:devbox" in human and "@ ssh:cloud" in human and "@ local" in human
+    assert "searched local, ssh:devbox, ssh:cloud" in human or "searched local, ssh:cloud, ssh:devbox" in human
+    as_json = json.loads(run_cli(client.path, "search", "--host", "all", "duckdb lock", "--json", check=True).stdout)
+    assert _rows(as_json) == _rows(_merged(client, query="duckdb lock", limit=10))
+    table = run_cli(client.path, "status", "--all-hosts", check=True).stdout
+    lines = [line.split()[0] for line in table.splitlines()[1:] if line and not line.startswith(" ")]
+    assert sorted(lines) == ["local", "ssh:cloud", "ssh:devbox"], table
+    rows = json.loads(run_cli(client.path, "status", "--all-hosts", "--json", check=True).stdout)["hosts"]
+    assert all(r["status"]["phase"] in ("current", "idle") for r in rows), rows
