@@ -24,7 +24,7 @@ from aivault.broker.remote.hostconfig import HostEntry, load_hosts, save_hosts
 from aivault.codec import RpcReply, RpcRequest, StreamDecoder, decode_reply, encode_request, encode_stream
 from aivault.home import Home, write_private
 from aivault.protocol import REMOTE_FRAME_KEY
-from tests.builders import ClaudeWriter
+from tests.builders import ClaudeWriter, CodexWriter
 from tests.support.common import REPO, cli_env, lexical_only, run_cli
 
 # The venv's own console script, by absolute path: what a remote shell would find on its PATH.
@@ -87,6 +87,28 @@ def make_remote(base: Path, *, sessions: int = 3, relay: bool = True, word: str 
     cfg["roots"] = [f"claude={root}", f"codex={base / 'absent-codex' / 'sessions'}"]
     write_private(home.config_path, json.dumps(cfg).encode())
     remote = Remote(home, user, root)
+    remote.cli("index", "--no-default-roots")
+    if relay:
+        remote.cli("policy", "--relay", "on")
+    return remote
+
+
+def remote_with(base: Path, writes: list[tuple[str, str]], *, relay: bool = True) -> Remote:
+    """A data directory indexed over its own Claude and Codex roots, one session per (agent, text) of
+    ``writes``; relay consent as asked."""
+    claude, codex, user = base / "claude", base / "codex", base / "user"
+    for d in (claude, codex, user):
+        d.mkdir(parents=True, exist_ok=True)
+    for agent, text in writes:
+        w = ClaudeWriter(claude, cwd=f"{base}/w") if agent == "claude" else CodexWriter(codex, cwd=f"{base}/w")
+        w.user(text)
+    home = Home.resolve(base / "home").ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    cfg = json.loads(home.config_path.read_text())
+    cfg["roots"] = [f"claude={claude}", f"codex={codex}"]
+    write_private(home.config_path, json.dumps(cfg).encode())
+    remote = Remote(home, user, claude)
     remote.cli("index", "--no-default-roots")
     if relay:
         remote.cli("policy", "--relay", "on")

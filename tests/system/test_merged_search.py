@@ -5,46 +5,22 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aivault import policy
 from aivault.home import Home, write_private
 from aivault.protocol import METHOD_SEARCH_HOSTS
-from tests.builders import ClaudeWriter, CodexWriter
-from tests.support.common import lexical_only, run_cli
+from tests.support.common import run_cli
 from tests.support.remotes import (
     RelayProcess,
-    Remote,
     add_ssh,
     fake_relay_command,
     fake_ssh,
     host_timeouts,
     make_client,
+    remote_with,
 )
-
-
-def _remote(base: Path, writes: list[tuple[str, str]]) -> Remote:
-    """A data directory indexed over its own Claude and Codex roots, relay consent on."""
-    claude, codex, user = base / "claude", base / "codex", base / "user"
-    for d in (claude, codex, user):
-        d.mkdir(parents=True, exist_ok=True)
-    for agent, text in writes:
-        w = ClaudeWriter(claude, cwd=f"{base}/w") if agent == "claude" else CodexWriter(codex, cwd=f"{base}/w")
-        w.user(text)
-    home = Home.resolve(base / "home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    cfg = json.loads(home.config_path.read_text())
-    cfg["roots"] = [f"claude={claude}", f"codex={codex}"]
-    write_private(home.config_path, json.dumps(cfg).encode())
-    remote = Remote(home, user, claude)
-    remote.cli("index", "--no-default-roots")
-    remote.cli("policy", "--relay", "on")
-    return remote
-
 
 # Different sizes and different word statistics on each machine: a word common on one and rare on another,
 # a phrase found on one only, a word only one machine's vocabulary holds (typo repair must reach it).
@@ -62,8 +38,8 @@ CLOUD = [("codex", "kubernetes pod eviction" + " again" * i) for i in range(4)] 
 def machines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A client with its own index and two relay hosts, and one index over all three machines' transcripts."""
     base = tmp_path_factory.mktemp("merged")
-    local, devbox, cloud = _remote(base / "local", LOCAL), _remote(base / "devbox", DEVBOX), _remote(base / "cloud",
-                                                                                                        CLOUD)
+    local, devbox = remote_with(base / "local", LOCAL), remote_with(base / "devbox", DEVBOX)
+    cloud = remote_with(base / "cloud", CLOUD)
     client = local.home
     ssh = fake_ssh(base)
     add_ssh(client, "ssh:devbox", devbox.command(), ssh)
@@ -168,7 +144,7 @@ def test_bad_host_sets_are_invalid_params_and_a_relay_refuses_to_fan_out(machine
                          (["all", "local"], "hosts[0] is 'all'")):
         out = run_cli(client.path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"query": "x", "hosts": hosts}))
         assert out.returncode != 0 and named in out.stderr, out.stderr
-    relay = RelayProcess(_remote(machines["base"] / "lonely", [("claude", "a lonely quokka")]))
+    relay = RelayProcess(remote_with(machines["base"] / "lonely", [("claude", "a lonely quokka")]))
     try:
         reply = relay.call(METHOD_SEARCH_HOSTS, {"query": "quokka", "hosts": ["local"]})
         assert reply.ok is False and reply.value["name"] == "not-permitted", reply
