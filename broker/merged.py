@@ -26,7 +26,7 @@ import msgpack
 from aivault.broker.remote.hosts import Host, parse_host
 from aivault.errors import AivaultError, InvalidParams, MalformedCursor, clip
 from aivault.home import Home
-from aivault.protocol import HostReport, Truncated, merged_results
+from aivault.protocol import FRESHNESS_DEADLINE_S, HostReport, Truncated, merged_results
 
 # A hung host delays the merged answer past its deadline by at most this long (the waiting loop's grain).
 DEADLINE_SLACK_S: Final = 0.25
@@ -280,6 +280,8 @@ _RESTARTS: Final = 2
 # timed out there, and the hosts that answered still have time for the rounds after it (the last round, the
 # pages, may take all that is left).
 _ROUND_SHARE: Final = 0.5
+# What a host's answer needs to come back after its freshness wait (a loopback or LAN round trip and more).
+_RETURN_MARGIN_S: Final = 0.5
 
 
 class _Host:
@@ -368,7 +370,10 @@ def search_hosts(params: Any, *, home: Home, ask_local: Callable[[dict[str, Any]
 
     for _ in range(_RESTARTS + 1):
         live = [h for h in hosts if h.state == "ok"]
-        got = round_of(live, {"step": "stats", "request": shard_request})
+        # wait-until-current: each host waits for its reconcile within what this round may take, less the
+        # time its answer needs to come back.
+        wait_s = min(FRESHNESS_DEADLINE_S, max(0.0, (until - time.monotonic()) * _ROUND_SHARE - _RETURN_MARGIN_S))
+        got = round_of(live, {"step": "stats", "request": shard_request, "waitS": round(wait_s, 3)})
         for h in live:
             if h.id in got:
                 h.stats = got[h.id]

@@ -15,6 +15,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from aivault.errors import InvalidParams
 from aivault.protocol import (
+    FRESHNESS_DEADLINE_S,
     SEARCH_MAX_LIMIT,
     SHARD_STEPS,
     ReadResult,
@@ -70,6 +71,7 @@ class ShardRequest:
     plan: dict[str, Any]  # the coordinator's plan (query/federated.combine); {} for "stats"
     offset: int  # "page": this host's rows already shown
     count: int  # "page": how many rows to rank from there
+    wait_s: float  # "stats" of a wait-until-current request: the longest this host may wait for its reconcile
 
 
 def parse_shard(params: Any) -> ShardRequest:
@@ -89,7 +91,10 @@ def parse_shard(params: Any) -> ShardRequest:
     if step == "page" and (type(offset) is not int or not 0 <= offset <= 2**31 - 1
                            or type(count) is not int or not 1 <= count <= SEARCH_MAX_LIMIT + 1):
         raise InvalidParams(f"aiVault.searchShard: a page needs offset >= 0 and count 1..{SEARCH_MAX_LIMIT + 1}")
-    return ShardRequest(str(step), parse_request(request), plan, int(offset), int(count))
+    wait_s = params.get("waitS", FRESHNESS_DEADLINE_S)
+    if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or not 0 <= wait_s <= FRESHNESS_DEADLINE_S:
+        raise InvalidParams(f"aiVault.searchShard: waitS must be seconds from 0 to {FRESHNESS_DEADLINE_S:g}")
+    return ShardRequest(str(step), parse_request(request), plan, int(offset), int(count), float(wait_s))
 
 
 @runtime_checkable

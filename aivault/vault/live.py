@@ -631,8 +631,9 @@ class LocalService:
 
     def shard(self, ask: ShardRequest) -> dict[str, Any]:
         """aiVault.searchShard: one step of a merged search over this index, with consent and readiness as for
-        search. The first step waits for a reconcile when the request asks wait-until-current (the host's own
-        deadline, FRESHNESS_DEADLINE_S); ``freshnessTruncated`` says the wait ran out."""
+        search. The first step waits for a reconcile when the request asks wait-until-current, at most
+        ``ask.wait_s`` (what the coordinator's deadline leaves, FRESHNESS_DEADLINE_S at the most);
+        ``freshnessTruncated`` says the wait ran out."""
         if not self.policy.enabled:
             return dict(unavailable("disabled"))
         ix, phase = self.indexer, self.phase
@@ -641,7 +642,7 @@ class LocalService:
         fresh_cut = None
         if ask.step == "stats" and ask.request.freshness == "wait-until-current":
             fresh_cut = phase is Phase.RECLAIMING or (
-                phase is not Phase.READ_ONLY and not wait_for_reconcile(ix.reconcile(full=False)))
+                phase is not Phase.READ_ONLY and not wait_for_reconcile(ix.reconcile(full=False), ask.wait_s))
         with self.lifecycle.shared():
             out = shard_step(self.engine, ask)
         return out if fresh_cut is None else {**out, "freshnessTruncated": fresh_cut}

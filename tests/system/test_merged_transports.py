@@ -147,3 +147,16 @@ def test_a_merged_search_is_never_routed_to_a_runtime(world: dict[str, Any]) -> 
     out = run_cli(world["client"].path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"query": "x", "hosts": ["local"]}),
                   "--host", world["runtime_id"], env=_env(world))
     assert out.returncode != 0 and "refused for any host but local" in out.stderr, out.stderr
+
+
+def test_wait_until_current_is_honoured_per_host_and_said_per_host(world: dict[str, Any]) -> None:
+    """A transcript written on the runtime after its last pass is found by a merged wait-until-current search
+    (its daemon reconciles within the deadline); the dev box's relay, with no daemon to reconcile, says its
+    freshness was cut, and the result's truncated.freshness says so too."""
+    ClaudeWriter(world["base"] / "runtime" / "claude", cwd="/srv/fresh").user("a platypus seen just now")
+    value = _merged(world, query="platypus", limit=5, freshness="wait-until-current")
+    assert [h["cwd"] for h in value["hits"]] == ["/srv/fresh"], value
+    assert value["hits"][0]["executionHostId"] == world["runtime_id"]
+    fresh = {h["id"]: h.get("freshnessTruncated") for h in value["hosts"]}
+    assert fresh[world["runtime_id"]] is False and fresh[world["ssh_id"]] is True, value["hosts"]
+    assert value["truncated"]["freshness"] is True
