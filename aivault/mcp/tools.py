@@ -7,6 +7,11 @@ cut before a hit is dropped; a page that still does not fit is asked for again w
 limit, so its cursor continues exactly after the last hit shown. A tool never waits for the
 indexer: it answers from what is indexed now and says when the index is catching up.
 
+search_sessions with ``host: "all"`` asks this machine for aiVault.searchHosts: one search over this
+machine and every configured host, merged into one ranking. Each hit names its ``executionHostId`` (and
+``executionHostIds`` when the session was found on several hosts); each host that gave no part of the
+page is a line of ``hostsNotSearched`` (its state and reason), and a note says the list is partial.
+
 The agent's own running session is left out of searches (it would always match best): the one the
 harness names in the environment (``CLAUDE_CODE_SESSION_ID``, ``CODEX_THREAD_ID``,
 ``AIVAULT_SESSION_ID``), else the newest session in the caller's folder when it was active in the
@@ -26,9 +31,17 @@ from typing import Any
 
 from aivault.broker.asker import Asker
 from aivault.broker.exposure import Transport, redact_for_transport, redact_status
-from aivault.errors import AivaultError, IndexingDisabled, NeedsDaemon, clip
+from aivault.errors import AivaultError, IndexingDisabled, InvalidParams, NeedsDaemon, clip
 from aivault.mcp.args import Arg, Parsed, input_schema, parse_args
-from aivault.protocol import AGENT_NAMES, METHOD_READ, METHOD_RECONCILE, METHOD_SEARCH, METHOD_STATUS, search_request
+from aivault.protocol import (
+    AGENT_NAMES,
+    METHOD_READ,
+    METHOD_RECONCILE,
+    METHOD_SEARCH,
+    METHOD_SEARCH_HOSTS,
+    METHOD_STATUS,
+    search_request,
+)
 from aivault.query.request import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 
 DEFAULT_MAX_CHARS = 4000
@@ -48,11 +61,21 @@ _FIELD_STEPS = ((300, 400), (60, 80))
 _MIN_MESSAGE_CHARS = 40
 # A reconcile started by index_status runs in the background; its answer may take this long.
 _REFRESH_TIMEOUT_S = 3600.0
+# search_sessions' host that searches this machine and every configured host at once (aiVault.searchHosts).
+ALL_HOSTS = "all"
+# A merged search answers within its own deadline (config.json mergedSearch.deadlineS); the tool waits this
+# much longer for the answer to travel.
+_MERGED_SLACK_S = 5.0
+# A host's reason in the lines of the hosts that gave no part of a merged page is cut to these lengths, the
+# first whose lines take at most a third of max_chars.
+_REASON_STEPS = (160, 60, 0)
 
 _HOST = Arg("host", "string", "execution host: local (default), ssh:<target> or runtime:<id>")
 _MAX = Arg("max_chars", "integer", "size cap of this result in bytes", low=MIN_MAX_CHARS, high=MAX_CHARS_CAP,
            default=DEFAULT_MAX_CHARS)
 
+_SEARCH_HOST = Arg("host", "string", "execution host: local (default), ssh:<target>, runtime:<id>, or all: this "
+                   "machine and every configured host at once, merged into one ranking")
 SEARCH_ARGS: tuple[Arg, ...] = (
     Arg("query", "string", "words or a \"phrase\"; operators agent:NAME path:/dir branch:NAME", required=True),
     Arg("agents", "array", "only these agents", choices=AGENT_NAMES),
@@ -62,7 +85,7 @@ SEARCH_ARGS: tuple[Arg, ...] = (
     Arg("limit", "integer", "sessions per page", low=1, high=20, default=5),
     Arg("cursor", "string", "the cursor of the previous page, for the next one"),
     Arg("include_live", "boolean", "also return your own running session"),
-    _HOST, _MAX,
+    _SEARCH_HOST, _MAX,
 )
 READ_ARGS: tuple[Arg, ...] = (
     Arg("session_id", "string", "a hit's id", required=True),
@@ -94,7 +117,8 @@ class ToolSpec:
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("search_sessions", "Search past AI coding-agent sessions on this machine (Claude Code, Codex, Gemini, "
              "...): what was done, decided or fixed before. Returns sessions with title, folder, branch, time, "
-             "the matching message and the command that resumes it.", SEARCH_ARGS),
+             "the matching message and the command that resumes it. host: \"all\" searches every machine at "
+             "once; each hit names its executionHostId (read it with that host).", SEARCH_ARGS),
     ToolSpec("read_session", "Read messages of one session from search_sessions: around the hit (pass the same "
              "query) or from a position. Each message is cut to a bounded length (truncated: true).", READ_ARGS),
     ToolSpec("index_status", "Whether the session index is current, and what it holds; refresh: true starts "
@@ -206,7 +230,9 @@ class Tools:
     # --- search_sessions --------------------------------------------------------------------------
     def search(self, args: Parsed) -> str:
         a = args.values
-        asker = self.asker_for(a.get("host"))
+        merged = isinstance(a.get("host"), str) and a["host"].strip().lower() == ALL_HOSTS
+        # The merged search is asked of this machine, which asks every host.
+        asker = self.asker_for(None if merged else a.get("host"))
         path = a.get("path")
         request = search_request(a["query"], agents=a.get("agents"), since=a.get("since"), sort=a.get("sort"),
                                  scope_paths=[os.path.abspath(os.path.expanduser(path))] if path else None,
@@ -215,14 +241,24 @@ class Tools:
         budget = int(a["max_chars"])
         limit = int(a["limit"])
         for _ in range(4):
-            result = self._search_once(asker, {**request, "limit": limit})
-            hits = [_received(asker, h) for h in result["hits"] if not (live and h.get("sessionId") == live)]
+            if merged:
+                result = self._search_merged(asker, {**request, "limit": limit})
+                hits = [_received_merged(h) for h in result["hits"] if not (live and h.get("sessionId") == live)]
+            else:
+                result = self._search_once(asker, {**request, "limit": limit})
+                hits = [_received(asker, h) for h in result["hits"] if not (live and h.get("sessionId") == live)]
             left_out = len(result["hits"]) - len(hits)
-            extra = self._catching_up(asker, a.get("host"))
+            extra = self._catching_up(asker, None if merged else a.get("host"))
             notes = list(args.notes)
             if (result.get("truncated") or {}).get("query"):
                 notes.append(f"the query was searched as its first {MAX_QUERY_CHARS} characters and "
                              f"{MAX_QUERY_TERMS} words")
+            if merged:
+                extra = {**extra, **_host_lines(result, budget)}
+                if result.get("partial"):
+                    missing = sum(1 for h in result.get("hosts") or [] if h.get("state") != "ok")
+                    notes.append(f"partial: {missing} of {len(result.get('hosts') or [])} host(s) gave no part of "
+                                 "these results (hostsNotSearched says why); their sessions are missing")
             text, shown = self._fit_hits(a["query"], hits, result, left_out, live, extra, notes, budget)
             if shown == len(hits) or shown == 0:
                 return text
@@ -247,6 +283,28 @@ class Tools:
                                              "cursor (page 1)")
         raise ToolFailed("malformed-cursor", "that cursor is not one of this search's: pass the cursor of the "
                                              "previous page of the same query and filters, or none")
+
+    def _search_merged(self, asker: Asker, request: Mapping[str, Any]) -> dict[str, Any]:
+        """aiVault.searchHosts over this machine and every configured host, asked of this machine."""
+        from aivault.broker.merged import settings
+
+        try:
+            wait = max(asker.timeout_s, settings(asker.home).deadline_s + _MERGED_SLACK_S)
+        except AivaultError:
+            wait = asker.timeout_s  # a bad mergedSearch setting: the search itself says so
+        result: dict[str, Any] = asker.call(METHOD_SEARCH_HOSTS, {**request, "hosts": ALL_HOSTS}, timeout_s=wait)
+        kind = result.get("kind")
+        if kind == "results":
+            return result
+        if kind == "stale-cursor":
+            moved = [str(h.get("id")) for h in result.get("hosts") or []]
+            raise ToolFailed("stale-cursor", f"the index of {', '.join(moved) or 'a host'} changed since that cursor "
+                                             "was made: search again without cursor (page 1)",
+                             hosts=[clip(m) for m in moved[:16]])
+        if kind == "malformed-cursor":
+            raise ToolFailed("malformed-cursor", "that cursor is not one of this search's: pass the cursor of the "
+                                                 "previous page of the same query, filters and host, or none")
+        raise ToolFailed("internal-error", f"{METHOD_SEARCH_HOSTS} answered kind {clip(str(kind))!r}")
 
     def _fit_hits(self, query: str, hits: list[dict[str, Any]], result: dict[str, Any], left_out: int,
                   live: str | None, extra: dict[str, Any], notes: list[str], budget: int) -> tuple[str, int]:
@@ -278,10 +336,13 @@ class Tools:
     @staticmethod
     def _hit(h: dict[str, Any], snippet_chars: int) -> dict[str, Any]:
         ev = h.get("evidence") or {}
+        found_on = h.get("executionHostIds")
         out = {"agent": h.get("agent"), "id": h.get("sessionId"), "title": _cut(h.get("title"), _TITLE_CHARS),
                **_place(h, *_FIELD_STEPS[0]), "when": _when(h.get("updatedAt")),
                "snippet": _cut(ev.get("snippet"), snippet_chars) if snippet_chars else None,
-               "executionHostId": h.get("executionHostId")}
+               "executionHostId": h.get("executionHostId"),
+               # The same session found on several hosts (a synced home): every one of them.
+               "executionHostIds": found_on if isinstance(found_on, list) and len(found_on) > 1 else None}
         return {k: v for k, v in out.items() if v not in (None, "")}
 
     def _live_session(self, asker: Asker) -> str | None:
@@ -321,7 +382,7 @@ class Tools:
     # --- read_session -----------------------------------------------------------------------------
     def read(self, args: Parsed) -> str:
         a = args.values
-        asker = self.asker_for(a.get("host"))
+        asker = self.asker_for(_one_host("read_session", a.get("host"), "the hit's executionHostId"))
         count = int(a["count"])
         budget = int(a["max_chars"])
         per_message = max(200, min(2000, (budget - 600) // count))
@@ -374,7 +435,7 @@ class Tools:
 
     # --- index_status -----------------------------------------------------------------------------
     def status(self, args: Parsed) -> str:
-        host = args.values.get("host")
+        host = _one_host("index_status", args.values.get("host"), "one host at a time")
         asker = self.asker_for(host)
         st: dict[str, Any] = asker.call(METHOD_STATUS, {})
         if not asker.is_local:
@@ -456,6 +517,39 @@ def _transport(asker: Asker) -> Transport:
 def _received(asker: Asker, hit: dict[str, Any]) -> dict[str, Any]:
     """A remote host's hit as its transport may show it (docs/contract.md §6.2: receivers apply it again)."""
     return hit if asker.is_local else redact_for_transport(hit, _transport(asker))
+
+
+def _one_host(tool: str, host: Any, which: str) -> Any:
+    """``host`` of a tool that addresses one execution host: ``all`` is search_sessions' only."""
+    if isinstance(host, str) and host.strip().lower() == ALL_HOSTS:
+        raise InvalidParams(f"{tool} asks one execution host, not all: pass {which} (local, ssh:<target> or "
+                            "runtime:<id>)")
+    return host
+
+
+def _received_merged(hit: dict[str, Any]) -> dict[str, Any]:
+    """A merged hit as the transport of the host it came from may show it (its host redacted it already)."""
+    host = str(hit.get("executionHostId") or "local")
+    if host == "local":
+        return hit
+    return redact_for_transport(hit, "relay" if host.startswith("ssh:") else "paired")
+
+
+def _host_lines(result: dict[str, Any], budget: int) -> dict[str, Any]:
+    """One line per host of a merged search that gave no part of it: ``"<id>: <state> (<reason>)"``, the
+    reasons cut until the lines take at most a third of ``budget``."""
+    bad = [h for h in result.get("hosts") or [] if h.get("state") != "ok"]
+    if not bad:
+        return {}
+    lines: list[str] = []
+    for chars in _REASON_STEPS:
+        lines = []
+        for h in bad:
+            reason = _cut(h.get("reason"), chars) if chars else None
+            lines.append(f"{clip(str(h.get('id')))}: {h.get('state')}" + (f" ({reason})" if reason else ""))
+        if len(dump({"hostsNotSearched": lines}).encode("utf-8")) <= budget // 3:
+            break
+    return {"hostsNotSearched": lines}
 
 
 def _summary(st: dict[str, Any]) -> str:

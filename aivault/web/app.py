@@ -1,16 +1,22 @@
-"""The local web page's endpoints (Starlette): search, a session's messages, status, and the policy.
+"""The local web page's endpoints (Starlette): search, a session's messages, status, the hosts, and the policy.
 
 Every answer comes through ``broker.asker.Asker`` (the daemon when one answers, else the index
 opened read-only for that one request), so the page never holds the database. The page targets one
-execution host; for any host but this machine it is a paired client (docs/contract.md §8.1):
-status and hits are exposed as to a paired client, and the Agent Session History controls --
-consent, retention, clear -- are refused, since they are this machine's own.
+execution host (``aivault web --host``); for any host but this machine it is a paired client
+(docs/contract.md §8.1): status and hits are exposed as to a paired client, and the Agent Session
+History controls -- consent, retention, clear -- are refused, since they are this machine's own.
+
+A search and a session read may name another host (``host=``: ``local``, a configured host, or for a
+search ``all``): ``all`` asks this machine for aiVault.searchHosts, one search merged over this machine
+and every configured host, each hit naming its host; a hit of any host but this machine is shown as to
+a paired client, as the page's own remote searches are.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +28,18 @@ from starlette.routing import Route
 
 from aivault import policy as policy_mod
 from aivault.broker.asker import Asker
-from aivault.broker.exposure import redact_for_transport, redact_status
+from aivault.broker.exposure import redact_for_transport, redact_read, redact_status
+from aivault.broker.remote.hosts import parse_host
 from aivault.errors import AivaultError, InvalidParams, NeedsDaemon
 from aivault.home import Home
 from aivault.protocol import (
     AGENT_NAMES,
     ERROR_CODES,
     METHOD_CLEAR,
+    METHOD_HOSTS,
     METHOD_READ,
     METHOD_SEARCH,
+    METHOD_SEARCH_HOSTS,
     METHOD_STATUS,
     search_request,
 )
@@ -42,6 +51,13 @@ ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; char
 CLEAR_TIMEOUT_S = 600.0
 # The largest magnitude of a query-string number (from, count, limit): 2**31 - 1.
 _INT32 = 2**31 - 1
+# The search that asks this machine and every configured host at once (aiVault.searchHosts).
+ALL_HOSTS = "all"
+# A merged search answers within its own deadline (config.json mergedSearch.deadlineS); the page waits
+# this much longer for the answer to travel.
+_MERGED_SLACK_S = 5.0
+# Askers kept for hosts a request named (besides this machine's and the page's own host).
+_MAX_ASKERS = 32
 _HTTP_STATUS = {"invalid-params": 400, "session-not-found": 404, "host-unavailable": 502, "needs-daemon": 503,
                 "busy": 503, "index-locked": 503, "indexing-disabled": 409}
 # The page's own security policy: its script and style only, nothing framed, nothing sent elsewhere.
@@ -60,14 +76,28 @@ class Page:
     def __init__(self, home: Home, host: str | None = None) -> None:
         self.home = home
         self.asker = Asker(home, host)
+        self.local = self.asker if self.asker.is_local else Asker(home)
+        self._askers: dict[str, Asker] = {"local": self.local, self.asker.host or "local": self.asker}
         self.csrf_token = secrets.token_urlsafe(32)
 
     @property
     def remote(self) -> bool:
         return not self.asker.is_local
 
-    async def _ask(self, method: str, params: Any, **kw: Any) -> Any:
-        return await run_in_threadpool(self.asker.call, method, params, **kw)
+    def asker_for(self, host: str | None) -> Asker:
+        """The asker of the host a request names (``host=``); none named: the page's own host."""
+        if not host:
+            return self.asker
+        hid = parse_host(host).id  # 'all' and a malformed id are invalid-params
+        asker = self._askers.get(hid)
+        if asker is None:
+            asker = Asker(self.home, hid)
+            if len(self._askers) < _MAX_ASKERS:
+                self._askers[hid] = asker
+        return asker
+
+    async def _ask(self, method: str, params: Any, *, asker: Asker | None = None, **kw: Any) -> Any:
+        return await run_in_threadpool((asker or self.asker).call, method, params, **kw)
 
     # --- the page -----------------------------------------------------------------------------
     async def index(self, request: Request) -> Response:
@@ -90,13 +120,47 @@ class Page:
                               agents=[a for a in q["agents"].split(",") if a] if q.get("agents") else None,
                               scope_paths=[q["path"]] if q.get("path") else None, since=q.get("since"),
                               sort=q.get("sort"), cursor=q.get("cursor"))
+        if q.get("host") == ALL_HOSTS:
+            return await self._search_all(body)
         try:
-            result: dict[str, Any] = await self._ask(METHOD_SEARCH, body)
+            asker = self.asker_for(q.get("host"))
+            result: dict[str, Any] = await self._ask(METHOD_SEARCH, body, asker=asker)
         except AivaultError as exc:
             return _error(exc)
-        if self.remote and result.get("kind") == "results":
+        if not asker.is_local and result.get("kind") == "results":
             result = {**result, "hits": [redact_for_transport(h, "paired") for h in result["hits"]]}
         return JSONResponse(result)
+
+    async def _search_all(self, body: Mapping[str, Any]) -> Response:
+        """aiVault.searchHosts over this machine and every configured host, asked of this machine; a hit of
+        another host is shown as to a paired client."""
+        from aivault.broker.merged import settings
+
+        try:
+            wait = max(self.local.timeout_s, settings(self.home).deadline_s + _MERGED_SLACK_S)
+            result: dict[str, Any] = await self._ask(METHOD_SEARCH_HOSTS, {**body, "hosts": ALL_HOSTS},
+                                                     asker=self.local, timeout_s=wait)
+        except AivaultError as exc:
+            return _error(exc)
+        if result.get("kind") == "results":
+            result = {**result, "hits": [h if h.get("executionHostId", "local") == "local"
+                                         else redact_for_transport(h, "paired") for h in result["hits"]]}
+        return JSONResponse(result)
+
+    async def hosts(self, request: Request) -> Response:
+        """The hosts a search may name: this machine, every configured host (aiVault.listHosts), and the page's
+        own host; ``default`` is the page's host."""
+        try:
+            listed: dict[str, Any] = await self._ask(METHOD_HOSTS, {"check": False}, asker=self.local)
+        except AivaultError as exc:
+            return _error(exc)
+        rows: list[dict[str, Any]] = [{"id": "local", "kind": "local"}]
+        for h in listed.get("hosts") or []:
+            rows.append({"id": h.get("id"), "kind": h.get("kind"), "state": h.get("state")})
+        own = self.asker.host or "local"
+        if own not in {r["id"] for r in rows}:
+            rows.append({"id": own, "kind": own.partition(":")[0], "state": None})
+        return JSONResponse({"hosts": rows, "default": own, "all": ALL_HOSTS})
 
     async def session(self, request: Request) -> Response:
         q = request.query_params
@@ -108,9 +172,12 @@ class Page:
         if q.get("from"):
             params["from"] = _int(q["from"], "from", 0)
         try:
-            value: dict[str, Any] = await self._ask(METHOD_READ, params)
+            asker = self.asker_for(q.get("host"))
+            value: dict[str, Any] = await self._ask(METHOD_READ, params, asker=asker)
         except AivaultError as exc:
             return _error(exc)
+        if not asker.is_local:
+            value = redact_read(value, "paired")
         return JSONResponse(value)
 
     async def status(self, request: Request) -> Response:
@@ -215,6 +282,7 @@ def build_app(home: Home, *, authority: str, sign_in_token: str,
         Route("/static/{name}", page.asset, methods=["GET"]),
         Route("/api/search", _guarded(page.search), methods=["GET"]),
         Route("/api/session", _guarded(page.session), methods=["GET"]),
+        Route("/api/hosts", _guarded(page.hosts), methods=["GET"]),
         Route("/api/status", page.status, methods=["GET"]),
         Route("/api/policy", page.policy, methods=["GET", "POST"]),
         Route("/api/clear", page.clear, methods=["POST"]),

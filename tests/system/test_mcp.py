@@ -23,6 +23,7 @@ from aivault.home import Home
 from aivault.mcp.http_transport import MAX_SESSIONS
 from aivault.mcp.tools import SESSION_ENV
 from tests.builders import ClaudeWriter
+from tests.support.allhosts import DEVBOX, HUNG, SHARED_ID, Machines, add_hung, make_machines, remove_hung
 from tests.support.common import cli_env, root_args, run_cli, wait_until
 from tests.support.daemons import DaemonProcess
 from tests.support.mcphttp import ACCEPT, INITIALIZE, McpHttpProcess
@@ -250,12 +251,13 @@ def test_a_refresh_returns_at_once_and_searches_say_the_index_is_catching_up(hom
 
 
 def test_errors_carry_the_contracts_names(home: Home, roots: dict[str, Path]) -> None:
-    """host all is invalid-params, an unconnected host host-unavailable, a refresh without daemon needs-daemon."""
+    """host all outside a search is invalid-params, an unconnected host host-unavailable, a refresh without daemon
+    needs-daemon."""
     _corpus(roots, sessions=1)
     _index(home, roots)
 
     async def body(c: Client) -> list[Any]:
-        return [await c.call_tool("search_sessions", {"query": "lock", "host": "all"}),
+        return [await c.call_tool("read_session", {"session_id": "x", "host": "all"}),
                 await c.call_tool("search_sessions", {"query": "lock", "host": "ssh:devbox"}),
                 await c.call_tool("index_status", {"refresh": True}),
                 await c.call_tool("search_sessions", {"query": "lock", "cursor": "bogus"})]
@@ -518,3 +520,90 @@ def test_a_session_in_a_6000_character_folder_is_found_and_read_within_the_bound
     assert window["session"]["truncated"] is True and window["session"]["cwd"].endswith("/the-project")
     assert len(window["messages"]) >= 2 and window["hitAt"] in [m["position"] for m in window["messages"]]
     assert not small.is_error and result_size(small) <= 1000 and answer(small)["messages"]
+
+
+# --- search_sessions over every host (host: "all") -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory: pytest.TempPathFactory) -> Machines:
+    """This machine's index and ssh:devbox, a real relay behind the stand-in ssh (tests/support/allhosts.py)."""
+    return make_machines(tmp_path_factory.mktemp("mcp-all-hosts"))
+
+
+def _run_all(m: Machines, body: Body) -> Any:
+    return run_mcp(m.client, body, HOME=str(m.local.user))
+
+
+def test_host_all_finds_every_hosts_sessions_and_names_their_hosts(machines: Machines) -> None:
+    """host "all" lists both machines' sessions, each naming its host, pages with the cursor without repeats; a
+    session on both machines is one hit naming both; the schema documents "all"."""
+    async def body(c: Client) -> tuple[Any, ...]:
+        pages = [answer(await c.call_tool("search_sessions", {"query": "burrow", "host": "all", "limit": 2}))]
+        while pages[-1].get("cursor"):
+            pages.append(answer(await c.call_tool("search_sessions", {"query": "burrow", "host": "ALL", "limit": 2,
+                                                                      "cursor": pages[-1]["cursor"]})))
+        shared = answer(await c.call_tool("search_sessions", {"query": "shared notes", "host": "all"}))
+        local = answer(await c.call_tool("search_sessions", {"query": "burrow"}))
+        tools = await c.list_tools()
+        return pages, shared, local, tools
+
+    pages, shared, local, tools = _run_all(machines, body)
+    hits = [h for p in pages for h in p["hits"]]
+    assert len(pages) == 3 and [len(p["hits"]) for p in pages] == [2, 2, 1], pages
+    assert len({h["id"] for h in hits}) == 5
+    assert sorted(h["executionHostId"] for h in hits) == ["local", "local", "local", DEVBOX, DEVBOX]
+    assert all("hostsNotSearched" not in p and "notes" not in p for p in pages)
+    assert all(("quokka" if h["executionHostId"] == DEVBOX else "wombat") in h["snippet"] for h in hits), hits
+    [one] = shared["hits"]
+    assert one["id"] == SHARED_ID and one["executionHostIds"] == ["local", DEVBOX], shared
+    assert len(local["hits"]) == 3 and all("executionHostId" not in h for h in local["hits"])
+    [search] = [t for t in tools.tools if t.name == "search_sessions"]
+    assert "all" in search.input_schema["properties"]["host"]["description"] and "all" in (search.description or "")
+
+
+def test_host_all_lists_a_hung_host_as_timeout_and_answers_with_the_others(machines: Machines) -> None:
+    """A relay that never answers is a line "ssh:hung: timeout (...)" with a partial note; the other hosts'
+    sessions come back within the merged deadline."""
+    add_hung(machines)
+    try:
+        async def body(c: Client) -> tuple[Any, float]:
+            t0 = time.monotonic()
+            result = await c.call_tool("search_sessions", {"query": "burrow", "host": "all", "limit": 10})
+            return result, time.monotonic() - t0
+
+        result, took = _run_all(machines, body)
+    finally:
+        remove_hung(machines)
+    value = answer(result)
+    assert not result.is_error and len(value["hits"]) == 5, value
+    assert value["hostsNotSearched"] == [line for line in value["hostsNotSearched"] if line.startswith(HUNG)]
+    [line] = value["hostsNotSearched"]
+    assert line.startswith(f"{HUNG}: timeout (no answer within the 5 s deadline")
+    assert any(n.startswith("partial: 1 of 3 host(s)") for n in value["notes"])
+    assert took < 5.0 + 3.0 and result_size(result) <= 4096
+
+
+def test_host_all_refuses_an_edited_cursor_and_a_stale_one_names_the_host(machines: Machines) -> None:
+    """An edited or foreign cursor is malformed-cursor; after ssh:devbox's index changed, page 2 is stale-cursor
+    naming ssh:devbox."""
+    async def first(c: Client) -> tuple[Any, ...]:
+        page = answer(await c.call_tool("search_sessions", {"query": "burrow", "host": "all", "limit": 2}))
+        edited = await c.call_tool("search_sessions", {"query": "burrow", "host": "all", "limit": 2,
+                                                       "cursor": page["cursor"][:-2] + "AA"})
+        other = await c.call_tool("search_sessions", {"query": "wombat", "host": "all", "limit": 2,
+                                                      "cursor": page["cursor"]})
+        single = await c.call_tool("search_sessions", {"query": "burrow", "limit": 2, "cursor": page["cursor"]})
+        return page, edited, other, single
+
+    page, edited, other, single = _run_all(machines, first)
+    for r in (edited, other, single):
+        assert r.is_error and answer(r)["error"] == "malformed-cursor", answer(r)
+    ClaudeWriter(machines.devbox.claude, cwd="/srv/devbox/new").user("an unrelated otter").assistant("noted")
+    machines.devbox.cli("index", "--no-default-roots")
+
+    async def second(c: Client) -> Any:
+        return await c.call_tool("search_sessions", {"query": "burrow", "host": "all", "limit": 2,
+                                                     "cursor": page["cursor"]})
+
+    stale = _run_all(machines, second)
+    assert stale.is_error and answer(stale)["error"] == "stale-cursor", answer(stale)
+    assert answer(stale)["hosts"] == [DEVBOX] and DEVBOX in answer(stale)["message"]

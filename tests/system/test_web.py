@@ -17,6 +17,7 @@ import pytest
 from aivault import httpserve, policy
 from aivault.home import Home
 from tests.builders import ClaudeWriter
+from tests.support.allhosts import DEVBOX, HUNG, SHARED_ID, Machines, add_hung, make_machines, remove_hung
 from tests.support.common import lexical_only, root_args, run_cli, wait_until
 from tests.support.daemons import DaemonProcess
 from tests.support.webserver import WebProcess, probe_as_nobody
@@ -127,8 +128,9 @@ def test_each_request_writes_one_log_line(web: WebProcess) -> None:
 
 
 # --- signing in -------------------------------------------------------------------------------------------
-API = [("GET", "/api/search?query=lock"), ("GET", "/api/session?id=x"), ("GET", "/api/status"),
-       ("GET", "/api/policy"), ("POST", "/api/policy"), ("POST", "/api/clear")]
+API = [("GET", "/api/search?query=lock"), ("GET", "/api/search?query=lock&host=all"), ("GET", "/api/session?id=x"),
+       ("GET", "/api/status"), ("GET", "/api/hosts"), ("GET", "/api/policy"), ("POST", "/api/policy"),
+       ("POST", "/api/clear")]
 
 
 def test_the_page_and_every_api_route_need_the_printed_urls_token(web: WebProcess) -> None:
@@ -433,3 +435,83 @@ def test_malformed_input_is_an_error_value_never_a_500(home: Home, roots: dict[s
         assert status == 400 and body["error"] == "invalid-params" and "limit" in body["message"]
     finally:
         w.stop()
+
+
+# --- every machine at once (host=all) ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory: pytest.TempPathFactory) -> Machines:
+    """This machine's index and ssh:devbox, a real relay behind the stand-in ssh (tests/support/allhosts.py)."""
+    return make_machines(tmp_path_factory.mktemp("web-all-hosts"))
+
+
+def test_the_page_has_a_host_selector_with_every_machine(home: Home) -> None:
+    """The page's form has the host selector (this machine, all machines) and its script fills it from /api/hosts,
+    sends host= with a search, shows each hit's host and a line per host not searched."""
+    w = WebProcess(home)
+    try:
+        _, _, html = w.request("GET", "/")
+        assert '<select id="host" aria-label="Machine"' in html and '<option value="all">All machines</option>' in html
+        assert '<option value="local">This machine</option>' in html and 'id="host-report"' in html
+        _, _, script = w.request("GET", "/static/app.js")
+        for part in ('api("/api/hosts")', 'p.set("host", $("host").value)', "hitHosts(h)", "reportHosts(r)",
+                     'p.set("host", reading.host)'):
+            assert part in script, part
+    finally:
+        w.stop()
+
+
+def test_all_machines_merges_the_hosts_and_lists_a_hung_one(machines: Machines) -> None:
+    """Without a daemon: /api/hosts lists this machine and ssh:devbox; host=all answers the merged JSON with every
+    hit's host (a session on both names both); a hung relay is a host in state timeout and the page partial."""
+    w = WebProcess(machines.client, env={"HOME": str(machines.local.user)})
+    try:
+        status, _, hosts = w.request("GET", "/api/hosts")
+        assert status == 200 and [h["id"] for h in hosts["hosts"]] == ["local", DEVBOX] and hosts["default"] == "local"
+        status, _, merged = w.request("GET", "/api/search?query=burrow&host=all&limit=20")
+        assert status == 200 and merged["kind"] == "results" and merged["partial"] is False, merged
+        assert [(h["id"], h["state"]) for h in merged["hosts"]] == [("local", "ok"), (DEVBOX, "ok")]
+        assert sorted(h["executionHostId"] for h in merged["hits"]) == ["local", "local", "local", DEVBOX, DEVBOX]
+        _, _, shared = w.request("GET", "/api/search?query=shared+notes&host=all")
+        [one] = shared["hits"]
+        assert one["sessionId"] == SHARED_ID and one["executionHostIds"] == ["local", DEVBOX]
+        status, _, local = w.request("GET", "/api/search?query=burrow&host=local")
+        assert status == 200 and len(local["hits"]) == 3 and "hosts" not in local
+        status, _, body = w.request("GET", "/api/search?query=burrow&host=nowhere")
+        assert status == 400 and body["error"] == "invalid-params"
+        status, _, body = w.request("GET", "/api/session?id=x&host=all")
+        assert status == 400 and "one execution host" in body["message"]
+        add_hung(machines)
+        try:
+            t0 = time.monotonic()
+            status, _, partial = w.request("GET", "/api/search?query=burrow&host=all&limit=20")
+            took = time.monotonic() - t0
+        finally:
+            remove_hung(machines)
+        assert status == 200 and partial["partial"] is True and len(partial["hits"]) == 5, partial
+        [hung] = [h for h in partial["hosts"] if h["state"] != "ok"]
+        assert hung["id"] == HUNG and hung["state"] == "timeout" and "deadline" in hung["reason"]
+        assert took < 5.0 + 3.0
+    finally:
+        w.stop()
+
+
+def test_with_a_daemon_a_merged_hit_is_read_on_its_host(machines: Machines) -> None:
+    """Through the daemon: host=all merges both machines, a hit of ssh:devbox is read with host=ssh:devbox, and the
+    selector's single host searches only it."""
+    roots = [f"claude={machines.local.claude}", f"codex={machines.local.claude.parent / 'no-codex'}"]
+    d = DaemonProcess(machines.client, roots, extra_env={"HOME": str(machines.local.user)})
+    w = WebProcess(machines.client, env={"HOME": str(machines.local.user)})
+    try:
+        status, _, merged = w.request("GET", "/api/search?query=quokka&host=all")
+        assert status == 200 and merged["kind"] == "results", merged
+        remote = [h for h in merged["hits"] if h["executionHostId"] == DEVBOX]
+        assert len(remote) == 2 and len(merged["hits"]) == 2
+        status, _, read = w.request("GET", f"/api/session?id={remote[0]['sessionId']}&host={DEVBOX}&query=quokka")
+        assert status == 200 and [m["role"] for m in read["messages"]] == ["user", "assistant"], read
+        status, _, single = w.request("GET", f"/api/search?query=burrow&host={DEVBOX}")
+        assert status == 200 and {h["executionHostId"] for h in single["hits"]} == {DEVBOX}
+        assert len(single["hits"]) == 2
+        assert w.request("GET", f"/api/session?id={remote[0]['sessionId']}")[0] == 404  # not on this machine
+    finally:
+        w.stop()
+        d.stop()

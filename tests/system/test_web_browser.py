@@ -19,6 +19,7 @@ from aivault import policy
 from aivault.home import Home, write_private
 from aivault.web.server import open_file
 from tests.builders import ClaudeWriter
+from tests.support.allhosts import DEVBOX, HUNG, add_hung, make_machines, remove_hung
 from tests.support.common import REPO
 from tests.support.daemons import DaemonProcess
 from tests.support.webserver import WebProcess
@@ -257,3 +258,35 @@ def test_a_page_for_another_host_shows_no_controls(browser: Browser, site: Site)
     finally:
         ctx.close()
         web.stop()
+
+
+def test_all_machines_shows_each_hits_host_and_a_line_per_failed_host(browser: Browser, tmp_path: Path) -> None:
+    """The selector offers this machine, ssh:devbox and all machines; "All machines" lists both machines' hits,
+    each with its host, and a hung host as a timeout line; a ssh:devbox hit is read on ssh:devbox."""
+    machines = make_machines(tmp_path)
+    add_hung(machines)
+    web = WebProcess(machines.client, env={"HOME": str(machines.local.user)})
+    ctx = browser.new_context()
+    try:
+        pg = ctx.new_page()
+        pg.set_default_timeout(30_000)
+        pg.goto(web.url)
+        expect(pg.locator("body")).to_have_attribute("data-ready", "yes")
+        expect(pg.locator("#host")).to_have_attribute("data-loaded", "yes")
+        options = pg.locator("#host option").evaluate_all("els => els.map(e => [e.value, e.textContent])")
+        assert options == [["local", "This machine"], [DEVBOX, DEVBOX], [HUNG, HUNG], ["all", "All machines"]]
+        pg.select_option("#host", "all")
+        _search(pg, "burrow")
+        expect(pg.locator("#results li")).to_have_count(5)
+        hosts = pg.locator("#results li .hit-host").all_text_contents()
+        assert sorted(hosts) == ["local", "local", "local", DEVBOX, DEVBOX]
+        expect(pg.locator(f'#host-report li[data-host="{HUNG}"]')).to_have_attribute("data-state", "timeout")
+        expect(pg.locator("#host-report")).to_contain_text("Partial results")
+        # A ssh:devbox hit is read on ssh:devbox: without a daemon the page reaches no remote host and says so
+        # (tests/system/test_web.py reads one through the daemon).
+        pg.locator(f'#results li[data-host="{DEVBOX}"]').first.click()
+        expect(pg.locator("#session-error")).to_contain_text(f"no connection to execution host {DEVBOX}")
+    finally:
+        ctx.close()
+        web.stop()
+        remove_hung(machines)

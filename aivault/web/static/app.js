@@ -50,6 +50,8 @@ function when(ms) {
 
 // --- search ---------------------------------------------------------------------------------
 const search = { params: null, cursor: null };
+// The host selector's value that searches this machine and every configured host at once.
+const ALL_HOSTS = "all";
 
 function searchParams() {
   const p = new URLSearchParams({ query: $("q").value, limit: "10" });
@@ -57,7 +59,46 @@ function searchParams() {
   if ($("path").value.trim()) p.set("path", $("path").value.trim());
   if ($("since").value) p.set("since", $("since").value);
   p.set("sort", $("sort").value);
+  p.set("host", $("host").value);
   return p;
+}
+
+// The host selector: "This machine", each configured host (aiVault.listHosts), "All machines"; the page's
+// own host is selected first.
+async function loadHosts() {
+  const select = $("host");
+  const current = select.value;  // the page's host (init), or what the user chose while the list loaded
+  let r;
+  try {
+    r = await api("/api/hosts");
+  } catch (e) {
+    // Without the list the selector still offers this machine, the page's host and all machines.
+    r = { hosts: [{ id: "local" }, { id: config.host }], default: config.host };
+    $("search-error").textContent = `The list of machines is unavailable: ${e.message}`;
+  }
+  const options = [el("option", { value: "local" }, "This machine")];
+  for (const h of r.hosts) {
+    if (h.id === "local" || options.some((o) => o.value === h.id)) continue;
+    options.push(el("option", { value: h.id }, h.id));
+  }
+  options.push(el("option", { value: ALL_HOSTS }, "All machines"));
+  select.replaceChildren(...options);
+  select.value = options.some((o) => o.value === current) ? current : (r.default || config.host);
+  select.dataset.loaded = "yes";
+}
+
+// The hosts of a merged hit: where it was found (a session on several hosts names them all).
+function hitHosts(h) {
+  if (Array.isArray(h.executionHostIds) && h.executionHostIds.length > 1) return h.executionHostIds.join(", ");
+  return h.executionHostId || "";
+}
+
+// One line per host of a merged search that gave no part of it, and whether the list is partial.
+function reportHosts(r) {
+  const lines = (r.hosts || []).filter((h) => h.state !== "ok").map((h) =>
+    el("li", { "data-host": h.id, "data-state": h.state }, `${h.id}: ${h.state}${h.reason ? ` — ${h.reason}` : ""}`));
+  if (r.partial) lines.push(el("li", { class: "partial" }, "Partial results: the machines above are not in this list."));
+  $("host-report").replaceChildren(...lines);
 }
 
 async function runSearch(fresh) {
@@ -67,6 +108,7 @@ async function runSearch(fresh) {
     search.cursor = null;
     $("results").replaceChildren();
     $("search-summary").textContent = "";
+    $("host-report").replaceChildren();
   }
   const p = new URLSearchParams(search.params);
   if (search.cursor) p.set("cursor", search.cursor);
@@ -78,7 +120,8 @@ async function runSearch(fresh) {
     return;
   }
   if (r.kind === "stale-cursor") {
-    $("search-error").textContent = "The index changed since the first page; showing page 1 again.";
+    const moved = (r.hosts || []).map((h) => h.id).join(", ");
+    $("search-error").textContent = `The index${moved ? ` of ${moved}` : ""} changed since the first page; showing page 1 again.`;
     return runSearch(true);
   }
   if (r.kind !== "results") {
@@ -88,6 +131,7 @@ async function runSearch(fresh) {
     $("search-error").textContent = r.kind === "unavailable" ? (why[r.reason] || r.reason) : "That page is not valid any more.";
     return;
   }
+  if (r.hosts) reportHosts(r);
   for (const h of r.hits) $("results").append(hitItem(h));
   search.cursor = r.page.hasMore ? r.page.cursor : null;
   $("more").hidden = !search.cursor;
@@ -96,11 +140,11 @@ async function runSearch(fresh) {
 }
 
 function hitItem(h) {
-  const meta = [h.agent, h.cwd, h.branch && `branch ${h.branch}`, when(h.updatedAt), h.executionHostId]
-    .filter(Boolean).join(" · ");
-  const li = el("li", { tabIndex: 0, "data-session": h.sessionId },
+  const host = hitHosts(h);
+  const meta = [h.agent, h.cwd, h.branch && `branch ${h.branch}`, when(h.updatedAt)].filter(Boolean).join(" · ");
+  const li = el("li", { tabIndex: 0, "data-session": h.sessionId, "data-host": host },
     el("div", { class: "hit-title" }, h.title || "(untitled session)"),
-    el("div", { class: "hit-meta" }, meta),
+    el("div", { class: "hit-meta" }, host ? el("span", { class: "hit-host" }, host) : "", host && meta ? " · " : "", meta),
     el("p", { class: "snippet" }, marked(h.evidence && h.evidence.snippet)),
     el("div", { class: "resume" }, h.resumeCommand || ""));
   li.addEventListener("click", () => openSession(h));
@@ -109,10 +153,13 @@ function hitItem(h) {
 }
 
 // --- a session ------------------------------------------------------------------------------
-const reading = { hit: null, before: null, after: null };
+const reading = { hit: null, host: null, before: null, after: null };
 
 async function openSession(h) {
   reading.hit = h;
+  // A hit is read on the host it came from (a merged hit names it), else on the host searched.
+  const searched = search.params ? search.params.get("host") : config.host;
+  reading.host = h.executionHostId || (searched === ALL_HOSTS ? "local" : searched);
   $("session").hidden = false;
   $("session-title").textContent = h.title || "(untitled session)";
   $("session-meta").textContent = [h.agent, h.cwd, h.branch].filter(Boolean).join(" · ");
@@ -124,6 +171,7 @@ async function openSession(h) {
 async function readMore(extra, where) {
   $("session-error").textContent = "";
   const p = new URLSearchParams({ id: reading.hit.sessionId, agent: reading.hit.agent, count: "12" });
+  if (reading.host) p.set("host", reading.host);
   for (const [k, v] of Object.entries(extra)) if (v !== null && v !== undefined && v !== "") p.set(k, String(v));
   let r;
   try {
@@ -287,13 +335,15 @@ function initSettings() {
 function init() {
   $("host-label").textContent = config.host === "local" ? "this machine" : `host ${config.host}`;
   for (const a of config.agents) $("agent").append(el("option", { value: a }, a));
+  if (config.host !== "local") $("host").append(el("option", { value: config.host }, config.host));
+  $("host").value = config.host;
   $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(true); });
   $("more").addEventListener("click", () => runSearch(false));
   $("session-close").addEventListener("click", () => { $("session").hidden = true; });
   $("earlier").addEventListener("click", () => readMore({ from: reading.before, direction: "backward" }, "before"));
   $("later").addEventListener("click", () => readMore({ from: reading.after, direction: "forward" }, "after"));
   initSettings();
-  document.body.dataset.ready = "yes";
+  loadHosts().finally(() => { document.body.dataset.ready = "yes"; });
 }
 
 init();
