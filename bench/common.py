@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +118,13 @@ def time_queries(search: Any, queries: dict[str, list[str]], reps: int = 2) -> d
     return out
 
 
-def start_daemon(corpus: Path, env: dict[str, str], home: Home) -> tuple[subprocess.Popen[bytes], Any]:
-    """``aivault serve`` over the corpus in the background, and an RPC client once it answers ping."""
+def start_daemon(corpus: Path, env: dict[str, str], home: Home,
+                 extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], Any]:
+    """``aivault serve`` over the corpus in the background (``extra``: more of its options), and an RPC
+    client once it answers ping."""
     from aivault.thin.client import RpcClient
 
-    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus)], env=env,
+    daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus), *extra], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rpc = RpcClient.for_home(home, timeout_s=120)
     deadline = time.monotonic() + 60

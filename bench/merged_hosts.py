@@ -27,22 +27,12 @@ from typing import Any
 from aivault import policy
 from aivault.home import Home
 from aivault.protocol import METHOD_SEARCH, METHOD_SEARCH_HOSTS, METHOD_SHARD
-from bench.common import corpus_for, env_for, pct, pick_queries, quiet, root_args
+from bench.common import corpus_for, env_for, pct, pick_queries, quiet, root_args, start_daemon
 
 
 def _serve(home: Home, corpus: Path, listen: bool) -> tuple[subprocess.Popen[bytes], Any]:
-    from aivault.thin.client import RpcClient
-
-    args = [sys.executable, "-m", "aivault.cli", "serve", *root_args(corpus), *(["--listen", "tcp://127.0.0.1:0"]
-                                                                                 if listen else [])]
-    proc = subprocess.Popen(args, env=env_for(home.path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rpc = RpcClient.for_home(home, timeout_s=120)
-    deadline = time.monotonic() + 60
-    while rpc.ping() is None:
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise SystemExit(f"the daemon of {home.path} did not start")
-        time.sleep(0.1)
+    """The host's daemon (with a CurveZMQ listener on loopback for a runtime), its index current."""
+    proc, rpc = start_daemon(corpus, env_for(home.path), home, ["--listen", "tcp://127.0.0.1:0"] if listen else [])
     rpc.call("aiVault.reconcile", {"full": True}, timeout_s=3600)
     return proc, rpc
 

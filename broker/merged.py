@@ -8,8 +8,6 @@ table's ``remote`` is false for it), and a host asked by a coordinator answers f
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import hashlib
 import hmac
@@ -27,6 +25,7 @@ from aivault.broker.remote.hosts import Host, parse_host
 from aivault.errors import AivaultError, InvalidParams, MalformedCursor, clip
 from aivault.home import Home
 from aivault.protocol import FRESHNESS_DEADLINE_S, HostReport, Truncated, merged_results
+from aivault.query.cursor import b64, unb64
 
 # A hung host delays the merged answer past its deadline by at most this long (the waiting loop's grain).
 DEADLINE_SLACK_S: Final = 0.25
@@ -225,20 +224,6 @@ class MergedPosition:
         return tuple(h.host for h in self.hosts)
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    try:
-        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise MalformedCursor("not base64url") from exc
-    if not text or _b64(data) != text:  # one spelling only: every edit is detected
-        raise MalformedCursor("not canonical base64url")
-    return data
-
-
 def _mac(key: bytes, payload: bytes) -> bytes:
     return hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest()
 
@@ -247,7 +232,7 @@ def mint(key: bytes, pos: MergedPosition) -> str:
     """The cursor of the next page, signed by the coordinating machine's key (the hosts never see it)."""
     payload = msgpack.packb([MERGED_CURSOR_VERSION, pos.query_key,
                              [[h.host, h.generation, h.identity, h.offset] for h in pos.hosts]], use_bin_type=True)
-    return f"m{_b64(payload)}.{_b64(_mac(key, payload))}"
+    return f"m{b64(payload)}.{b64(_mac(key, payload))}"
 
 
 def open_cursor(key: bytes, cursor: str) -> MergedPosition:
@@ -257,7 +242,7 @@ def open_cursor(key: bytes, cursor: str) -> MergedPosition:
     body, dot, sig = cursor[1:].partition(".")
     if not dot:
         raise MalformedCursor("no signature")
-    payload, mac = _unb64(body), _unb64(sig)
+    payload, mac = unb64(body), unb64(sig)
     if not hmac.compare_digest(mac, _mac(key, payload)):
         raise MalformedCursor("bad signature")
     try:

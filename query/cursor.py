@@ -43,11 +43,11 @@ def query_key(req: SearchRequest) -> bytes:
     return hashlib.blake2b(msgpack.packb(canon, use_bin_type=True), digest_size=16).digest()
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
     if not text or any(c not in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" for c in text):
         raise MalformedCursor("not base64url")
     try:
@@ -56,7 +56,7 @@ def _unb64(text: str) -> bytes:
         raise MalformedCursor("not base64url") from exc
     # The last character of unpadded base64 carries unused bits; several spellings decode to
     # the same bytes. Only the one we emit is accepted, so that every edit is detected.
-    if _b64(data) != text:
+    if b64(data) != text:
         raise MalformedCursor("not canonical base64url")
     return data
 
@@ -68,7 +68,7 @@ def _mac(key: bytes, payload: bytes) -> bytes:
 def mint(key: bytes, pos: Position) -> str:
     payload = msgpack.packb([CURSOR_VERSION, pos.query_key, pos.generation, pos.identity, pos.offset],
                             use_bin_type=True)
-    return f"{_b64(payload)}.{_b64(_mac(key, payload))}"
+    return f"{b64(payload)}.{b64(_mac(key, payload))}"
 
 
 def open_cursor(key: bytes, cursor: str) -> Position:
@@ -76,7 +76,7 @@ def open_cursor(key: bytes, cursor: str) -> Position:
     body, dot, sig = cursor.partition(".")
     if not dot:
         raise MalformedCursor("no signature")
-    payload, mac = _unb64(body), _unb64(sig)
+    payload, mac = unb64(body), unb64(sig)
     if not hmac.compare_digest(mac, _mac(key, payload)):
         raise MalformedCursor("bad signature")
     try:

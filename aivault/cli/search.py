@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aivault.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, Subcommands, absolute, add_host
 from aivault.home import Home
-from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, SearchParams, search_request
+from aivault.protocol import AGENT_NAMES, METHOD_STATS, RPC_METHODS, search_request
 from aivault.protocol import SEARCH_MAX_LIMIT as MAX_LIMIT
 
 if TYPE_CHECKING:  # the client and the renderer are imported by the commands, not for parsing (cli/__init__.py)
@@ -79,8 +79,9 @@ def _limit_note(limit: int) -> None:
 
 
 def cmd_search(args: argparse.Namespace, home: Home) -> int:
+    from aivault.protocol import METHOD_SEARCH_HOSTS
     from aivault.thin.client import Connection
-    from aivault.thin.render import print_debug, print_results
+    from aivault.thin.render import print_debug, print_host_lines, print_results
 
     # Human output always asks for the trace (debug): it is how a hit found by meaning alone is marked
     # (the contract's hits carry no route). --json stays the contract's object as asked.
@@ -91,12 +92,12 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
                              fresh=bool(args.fresh), debug=bool(args.debug or not args.json))
     if not args.json:
         _limit_note(args.limit)
-    if _all_hosts(args):
-        return _search_all(args, home, request)
-    host = _host(args)
+    every = _all_hosts(args)
+    host = None if every else _host(args)
     conn = Connection(home)
     try:
-        result = conn.search(request, host)
+        # Every host at once is one merged list (aiVault.searchHosts), asked of this machine.
+        result = conn.call(METHOD_SEARCH_HOSTS, {**request, "hosts": "all"}) if every else conn.search(request, host)
     finally:
         conn.close()
     if args.json:
@@ -105,6 +106,8 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
     kind = result.get("kind")
     if kind == "results":
         print_results(result)
+        if every:
+            print_host_lines(result.get("hosts") or [])
         if args.debug:
             print_debug(result.get("debug") or {})
         return EXIT_OK
@@ -113,8 +116,10 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
             _unavailable_message(result.get("reason"), home, conn.index_missing)
         raise CliError(message, EXIT_UNAVAILABLE)
     if kind == "stale-cursor":
+        moved = ", ".join(str(h.get("id")) for h in result.get("hosts") or [])
         if args.cursor:
-            raise CliError("the index changed since that cursor was made: search again without --cursor")
+            raise CliError(f"the index changed{' on ' + moved if moved else ''} since that cursor was made: "
+                           "search again without --cursor")
         raise CliError("the index kept changing while the page was assembled (it is being written right now): "
                        "try again in a moment")
     raise CliError("that cursor is not valid for this search: search again without --cursor")
@@ -122,31 +127,6 @@ def cmd_search(args: argparse.Namespace, home: Home) -> int:
 
 def _all_hosts(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "all_hosts", False)) or getattr(args, "host", None) == "all"
-
-
-def _search_all(args: argparse.Namespace, home: Home, request: SearchParams) -> int:
-    """``search --all-hosts``: one list over this machine and every configured host (aiVault.searchHosts)."""
-    from aivault.protocol import METHOD_SEARCH_HOSTS
-    from aivault.thin.client import Connection
-    from aivault.thin.render import print_host_lines, print_results
-
-    conn = Connection(home)
-    try:
-        result = conn.call(METHOD_SEARCH_HOSTS, {**request, "hosts": "all"})
-    finally:
-        conn.close()
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False))
-        return EXIT_OK
-    kind = result.get("kind")
-    if kind == "results":
-        print_results(result)
-        print_host_lines(result.get("hosts") or [])
-        return EXIT_OK
-    if kind == "stale-cursor":
-        moved = ", ".join(str(h.get("id")) for h in result.get("hosts") or [])
-        raise CliError(f"the index changed on {moved} since that cursor was made: search again without --cursor")
-    raise CliError("that cursor is not valid for this search: search again without --cursor")
 
 
 def _host(args: argparse.Namespace) -> str | None:

@@ -206,3 +206,21 @@ class RelayProcess:
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
             self._err.close()
+
+
+def distinct_lengths(*machines: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The machines' (agent, text) lists with every text padded to a word count no other text has (12, 13, ...
+    in order), so that no two sessions of all machines tie on a BM25 score: one index breaks a tie by its
+    internal session ids, which depend on the order its scanners commit in, a merged search by the hosts'
+    order (query/federated.py), and a test comparing the two must not meet one."""
+    out: list[list[tuple[str, str]]] = []
+    n = 0
+    for texts in machines:
+        padded = []
+        for agent, text in texts:
+            words = text.split()
+            target = max(12 + n, len(words))
+            padded.append((agent, " ".join(words + ["ok"] * (target - len(words)))))
+            n = max(n + 1, target - 11)
+        out.append(padded)
+    return out

@@ -15,6 +15,7 @@ from tests.support.common import run_cli
 from tests.support.remotes import (
     RelayProcess,
     add_ssh,
+    distinct_lengths,
     fake_relay_command,
     fake_ssh,
     host_timeouts,
@@ -32,6 +33,7 @@ DEVBOX = [("claude", "the duckdb lock was held by a zombie process"), ("claude",
           ("codex", "the flamegraph shows the lock contention"), ("claude", "zebracorn renders the sprites")]
 CLOUD = [("codex", "kubernetes pod eviction" + " again" * i) for i in range(4)] + [
     ("claude", "the lock error came from the duckdb writer"), ("codex", "duckdb lock error on the cloud box")]
+LOCAL, DEVBOX, CLOUD = distinct_lengths(LOCAL, DEVBOX, CLOUD)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +47,9 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     add_ssh(client, "ssh:devbox", devbox.command(), ssh)
     add_ssh(client, "ssh:cloud", cloud.command(), ssh)
     host_timeouts(client, connectTimeoutS=10, requestTimeoutS=10)
+    # A generous deadline: each call is a cold process opening its host connections, on a machine that may be
+    # busy; the tests of the deadline itself set theirs.
+    _deadline(client, 30)
     union = make_client(base / "union")
     roots = [f"{agent}={base / m / agent}" for m in ("local", "devbox", "cloud") for agent in ("claude", "codex")]
     run_cli(union.path, "index", "--no-default-roots", *[a for r in roots for a in ("--root", r)], check=True)
@@ -133,7 +138,7 @@ def test_a_hung_host_is_listed_within_the_deadline_and_the_rest_answer(machines:
         hosts = load_hosts(client)
         hosts.pop("ssh:hung", None)
         save_hosts(client, hosts)
-        cfg.pop("mergedSearch", None)
+        cfg["mergedSearch"] = {"deadlineS": 30}
         write_private(client.config_path, json.dumps(cfg).encode())
 
 
@@ -166,3 +171,10 @@ def test_the_cli_searches_every_host_and_tables_their_status(machines: dict[str,
     assert sorted(lines) == ["local", "ssh:cloud", "ssh:devbox"], table
     rows = json.loads(run_cli(client.path, "status", "--all-hosts", "--json", check=True).stdout)["hosts"]
     assert all(r["status"]["phase"] in ("current", "idle") for r in rows), rows
+
+
+def _deadline(client: Home, seconds: float) -> None:
+    """config.json's mergedSearch.deadlineS for ``client``."""
+    cfg = json.loads(client.config_path.read_text())
+    cfg["mergedSearch"] = {**cfg.get("mergedSearch", {}), "deadlineS": seconds}
+    write_private(client.config_path, json.dumps(cfg).encode())

@@ -17,7 +17,7 @@ from aivault.protocol import METHOD_SEARCH_HOSTS
 from tests.builders import ClaudeWriter
 from tests.support.common import cli_env, run_cli
 from tests.support.daemons import DaemonProcess
-from tests.support.remotes import host_timeouts, make_client, remote_with
+from tests.support.remotes import distinct_lengths, host_timeouts, make_client, remote_with
 from tests.support.sshd import Sshd, sshd_server
 
 # Every text its own length, so that no two sessions tie on score (ties are listed in query/federated.py).
@@ -27,6 +27,7 @@ DEVBOX = [("claude", "the duckdb lock was held by a zombie process"), ("codex", 
           ("claude", "wal replay after a crash of the duckdb writer"), ("claude", "zebracorn renders sprites")]
 RUNTIME = [("codex", "kubernetes pod eviction" + " again" * i) for i in range(3)] + [
     ("claude", "the lock error came from the duckdb writer on the runtime"), ("codex", "duckdb lock error in ci")]
+LAPTOP, DEVBOX, RUNTIME = distinct_lengths(LAPTOP, DEVBOX, RUNTIME)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,9 @@ def world(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
     try:
         client = laptop.home
         host_timeouts(client, connectTimeoutS=15, requestTimeoutS=20)
+        # A generous deadline: each call is a cold process opening its host connections, on a machine that may be
+        # busy; the tests of the deadline itself set theirs.
+        _deadline(client, 30)
         run_cli(client.path, "hosts", "add", sshd.host_id, "--relay-command", devbox.command(), check=True)
         code = json.loads(runtime.cli("pair", "--json").stdout)["code"]
         run_cli(client.path, "hosts", "pair", code, "--name", "laptop", check=True)
@@ -138,7 +142,7 @@ def test_a_host_down_and_one_hung_are_listed_within_the_deadline(world: dict[str
         for hid in ("runtime:gone", "ssh:127.0.0.1"):
             hosts.pop(hid, None)
         save_hosts(client, hosts)
-        cfg.pop("mergedSearch", None)
+        cfg["mergedSearch"] = {"deadlineS": 30}
         write_private(client.config_path, json.dumps(cfg).encode())
 
 
@@ -160,3 +164,10 @@ def test_wait_until_current_is_honoured_per_host_and_said_per_host(world: dict[s
     fresh = {h["id"]: h.get("freshnessTruncated") for h in value["hosts"]}
     assert fresh[world["runtime_id"]] is False and fresh[world["ssh_id"]] is True, value["hosts"]
     assert value["truncated"]["freshness"] is True
+
+
+def _deadline(client: Home, seconds: float) -> None:
+    """config.json's mergedSearch.deadlineS for ``client``."""
+    cfg = json.loads(client.config_path.read_text())
+    cfg["mergedSearch"] = {**cfg.get("mergedSearch", {}), "deadlineS": seconds}
+    write_private(client.config_path, json.dumps(cfg).encode())
