@@ -9,8 +9,6 @@ table's ``remote`` is false for it), and a host asked by a coordinator answers f
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import threading
 import time
 from collections import Counter
@@ -25,7 +23,7 @@ from aivault.broker.remote.hosts import Host, parse_host
 from aivault.errors import AivaultError, InvalidParams, MalformedCursor, clip
 from aivault.home import Home
 from aivault.protocol import FRESHNESS_DEADLINE_S, HostReport, Truncated, merged_results
-from aivault.query.cursor import b64, unb64
+from aivault.query.cursor import seal, unseal
 
 # A hung host delays the merged answer past its deadline by at most this long (the waiting loop's grain).
 DEADLINE_SLACK_S: Final = 0.25
@@ -224,27 +222,18 @@ class MergedPosition:
         return tuple(h.host for h in self.hosts)
 
 
-def _mac(key: bytes, payload: bytes) -> bytes:
-    return hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest()
-
-
 def mint(key: bytes, pos: MergedPosition) -> str:
     """The cursor of the next page, signed by the coordinating machine's key (the hosts never see it)."""
     payload = msgpack.packb([MERGED_CURSOR_VERSION, pos.query_key,
                              [[h.host, h.generation, h.identity, h.offset] for h in pos.hosts]], use_bin_type=True)
-    return f"m{b64(payload)}.{b64(_mac(key, payload))}"
+    return "m" + seal(key, payload, _DOMAIN)
 
 
 def open_cursor(key: bytes, cursor: str) -> MergedPosition:
     """Verify and decode a merged cursor; an edit anywhere, garbage or a single-host cursor is MalformedCursor."""
     if not isinstance(cursor, str) or not cursor.startswith("m"):
         raise MalformedCursor("not a merged-search cursor")
-    body, dot, sig = cursor[1:].partition(".")
-    if not dot:
-        raise MalformedCursor("no signature")
-    payload, mac = unb64(body), unb64(sig)
-    if not hmac.compare_digest(mac, _mac(key, payload)):
-        raise MalformedCursor("bad signature")
+    payload = unseal(key, cursor[1:], _DOMAIN)
     try:
         version, qk, rows = msgpack.unpackb(payload, raw=False)
         hosts = tuple(HostPosition(*row) for row in rows)

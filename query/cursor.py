@@ -61,24 +61,36 @@ def unb64(text: str) -> bytes:
     return data
 
 
-def _mac(key: bytes, payload: bytes) -> bytes:
-    return hmac.new(key, b"aivault-cursor\0" + payload, hashlib.sha256).digest()
+def _mac(key: bytes, payload: bytes, domain: bytes = b"aivault-cursor\0") -> bytes:
+    return hmac.new(key, domain + payload, hashlib.sha256).digest()
+
+
+def seal(key: bytes, payload: bytes, domain: bytes = b"aivault-cursor\0") -> str:
+    """``base64url(payload) "." base64url(HMAC-SHA256(key, domain + payload))``: a cursor's text. ``domain``
+    keeps one kind of cursor from being taken for another (the merged search's has its own)."""
+    return f"{b64(payload)}.{b64(_mac(key, payload, domain))}"
+
+
+def unseal(key: bytes, text: str, domain: bytes = b"aivault-cursor\0") -> bytes:
+    """The payload of a cursor ``seal`` made with ``key`` and ``domain``; any edit is MalformedCursor."""
+    body, dot, sig = text.partition(".")
+    if not dot:
+        raise MalformedCursor("no signature")
+    payload, mac = unb64(body), unb64(sig)
+    if not hmac.compare_digest(mac, _mac(key, payload, domain)):
+        raise MalformedCursor("bad signature")
+    return payload
 
 
 def mint(key: bytes, pos: Position) -> str:
     payload = msgpack.packb([CURSOR_VERSION, pos.query_key, pos.generation, pos.identity, pos.offset],
                             use_bin_type=True)
-    return f"{b64(payload)}.{b64(_mac(key, payload))}"
+    return seal(key, payload)
 
 
 def open_cursor(key: bytes, cursor: str) -> Position:
     """Verify and decode; any edit, truncation or garbage raises MalformedCursor."""
-    body, dot, sig = cursor.partition(".")
-    if not dot:
-        raise MalformedCursor("no signature")
-    payload, mac = unb64(body), unb64(sig)
-    if not hmac.compare_digest(mac, _mac(key, payload)):
-        raise MalformedCursor("bad signature")
+    payload = unseal(key, cursor)
     try:
         v, qk, gen, ident, off = msgpack.unpackb(payload, raw=False)
     except Exception as exc:

@@ -7,16 +7,13 @@ other session says "burrow" (the shared one does not): five sessions, three here
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from aivault import policy
 from aivault.broker.remote.hostconfig import load_hosts, save_hosts
-from aivault.home import Home, write_private
+from aivault.home import Home
 from tests.builders import ClaudeWriter
-from tests.support.common import lexical_only
-from tests.support.remotes import Remote, add_ssh, fake_relay_command, fake_ssh, host_timeouts
+from tests.support.remotes import Remote, add_ssh, fake_relay_command, fake_ssh, host_timeouts, indexed_machine
 
 DEVBOX = "ssh:devbox"
 HUNG = "ssh:hung"
@@ -35,17 +32,8 @@ def _machine(base: Path, texts: tuple[str, ...], *, relay: bool) -> Remote:
     for i, text in enumerate(texts):
         ClaudeWriter(claude, cwd=f"/srv/{base.name}/p{i}").user(text + " now" * i).assistant("noted")
     ClaudeWriter(claude, session_id=SHARED_ID, cwd="/srv/shared").user(SHARED_TEXT).assistant("noted")
-    home = Home.resolve(base / "home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    cfg = json.loads(home.config_path.read_text())
-    cfg["roots"] = [f"claude={claude}", f"codex={base / 'no-codex'}"]
-    write_private(home.config_path, json.dumps(cfg).encode())
-    machine = Remote(home, user, claude)
-    machine.cli("index", "--no-default-roots")
-    if relay:
-        machine.cli("policy", "--relay", "on")
-    return machine
+    return indexed_machine(base / "home", user, claude, [f"claude={claude}", f"codex={base / 'no-codex'}"],
+                           relay=relay)
 
 
 @dataclass(frozen=True)

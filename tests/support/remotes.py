@@ -71,6 +71,22 @@ def fake_relay_command(mode: str, marker: Path | None = None) -> str:
     return shlex.join(["env", f"PYTHONPATH={REPO}", *args])
 
 
+def indexed_machine(home_dir: Path, user: Path, claude: Path, roots: list[str], *, relay: bool) -> Remote:
+    """Another machine's side: a data directory at ``home_dir`` (consent on, lexical only) indexed over
+    ``roots`` (AGENT=PATH), its user's HOME ``user``; relay consent as asked."""
+    home = Home.resolve(home_dir).ensure()
+    policy.save(home, policy.Policy(True, None))
+    lexical_only(home)
+    cfg = json.loads(home.config_path.read_text())
+    cfg["roots"] = roots
+    write_private(home.config_path, json.dumps(cfg).encode())
+    remote = Remote(home, user, claude)
+    remote.cli("index", "--no-default-roots")
+    if relay:
+        remote.cli("policy", "--relay", "on")
+    return remote
+
+
 def make_remote(base: Path, *, sessions: int = 3, relay: bool = True, word: str = "quokka") -> Remote:
     """A second data directory with an index of ``sessions`` Claude sessions (and a missing codex root,
     so that its status has a degraded root), relay consent as asked."""
@@ -80,17 +96,8 @@ def make_remote(base: Path, *, sessions: int = 3, relay: bool = True, word: str 
     user.mkdir(parents=True, exist_ok=True)
     for i in range(sessions):
         ClaudeWriter(root, cwd=f"/srv/remote/p{i}").user(f"the remote {word} number{i} digs a burrow")
-    home = Home.resolve(base / "remote-home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    cfg = json.loads(home.config_path.read_text())
-    cfg["roots"] = [f"claude={root}", f"codex={base / 'absent-codex' / 'sessions'}"]
-    write_private(home.config_path, json.dumps(cfg).encode())
-    remote = Remote(home, user, root)
-    remote.cli("index", "--no-default-roots")
-    if relay:
-        remote.cli("policy", "--relay", "on")
-    return remote
+    return indexed_machine(base / "remote-home", user, root,
+                           [f"claude={root}", f"codex={base / 'absent-codex' / 'sessions'}"], relay=relay)
 
 
 def remote_with(base: Path, writes: list[tuple[str, str]], *, relay: bool = True) -> Remote:
@@ -102,17 +109,7 @@ def remote_with(base: Path, writes: list[tuple[str, str]], *, relay: bool = True
     for agent, text in writes:
         w = ClaudeWriter(claude, cwd=f"{base}/w") if agent == "claude" else CodexWriter(codex, cwd=f"{base}/w")
         w.user(text)
-    home = Home.resolve(base / "home").ensure()
-    policy.save(home, policy.Policy(True, None))
-    lexical_only(home)
-    cfg = json.loads(home.config_path.read_text())
-    cfg["roots"] = [f"claude={claude}", f"codex={codex}"]
-    write_private(home.config_path, json.dumps(cfg).encode())
-    remote = Remote(home, user, claude)
-    remote.cli("index", "--no-default-roots")
-    if relay:
-        remote.cli("policy", "--relay", "on")
-    return remote
+    return indexed_machine(base / "home", user, claude, [f"claude={claude}", f"codex={codex}"], relay=relay)
 
 
 def make_client(base: Path) -> Home:

@@ -12,6 +12,7 @@ import pytest
 from aivault.home import Home, write_private
 from aivault.protocol import METHOD_SEARCH_HOSTS
 from tests.support.common import run_cli
+from tests.support.merged import ask_merged, hit_rows, same_list, set_deadline, union_rows
 from tests.support.remotes import (
     RelayProcess,
     add_ssh,
@@ -49,33 +50,19 @@ def machines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     host_timeouts(client, connectTimeoutS=10, requestTimeoutS=10)
     # A generous deadline: each call is a cold process opening its host connections, on a machine that may be
     # busy; the tests of the deadline itself set theirs.
-    _deadline(client, 30)
+    set_deadline(client, 30)
     union = make_client(base / "union")
     roots = [f"{agent}={base / m / agent}" for m in ("local", "devbox", "cloud") for agent in ("claude", "codex")]
     run_cli(union.path, "index", "--no-default-roots", *[a for r in roots for a in ("--root", r)], check=True)
     return {"client": client, "union": union, "base": base}
 
 
-def _merged(client: Home, **params: Any) -> dict[str, Any]:
-    out = run_cli(client.path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"hosts": "all", **params}), check=True)
-    value: dict[str, Any] = json.loads(out.stdout)
-    return value
 
 
-def _single(home: Home, query: str, limit: int, **more: Any) -> list[tuple[str, str, float]]:
-    req = json.dumps({"query": query, "limit": limit, **more})
-    value = json.loads(run_cli(home.path, "rpc", "aiVault.searchSessions", req, check=True).stdout)
-    assert value["kind"] == "results", value
-    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
 
 
-def _rows(value: dict[str, Any]) -> list[tuple[str, str, float]]:
-    assert value["kind"] == "results", value
-    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
 
 
-def _same(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]]) -> bool:
-    return [x[:2] for x in a] == [x[:2] for x in b] and all(abs(x[2] - y[2]) <= 1e-6 for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("query", ["duckdb lock error", "\"lock error\"", "duckdb zombie", "zebracrn",
@@ -83,35 +70,35 @@ def _same(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]]) -> b
 def test_the_merged_ranking_is_the_union_indexs(machines: dict[str, Any], query: str) -> None:
     """Phrase, all-words, any-word, typo-repaired (the word only one host knows), question and operators-only
     queries over three machines give the sessions, order and scores of one index over all of them."""
-    merged = _merged(machines["client"], query=query, limit=20)
+    merged = ask_merged(machines["client"], query=query, limit=20)
     assert [h["state"] for h in merged["hosts"]] == ["ok", "ok", "ok"] and merged["partial"] is False
-    union = _single(machines["union"], query, 20)
+    union = union_rows(machines["union"], query=query, limit=20)
     if query.startswith("agent:"):
         # Operators only: newest first, every score 0; sessions written in the same millisecond tie, which
         # one index breaks by its internal ids (query/federated.py): the same sessions, newest first.
-        assert sorted(_rows(merged)) == sorted(union)
+        assert sorted(hit_rows(merged)) == sorted(union)
         updated = [h["updatedAt"] for h in merged["hits"]]
         assert updated == sorted(updated, reverse=True)
     else:
-        assert _same(_rows(merged), union), (merged, query)
+        assert same_list(hit_rows(merged), union), (merged, query)
     assert {h["executionHostId"] for h in merged["hits"]} <= {"local", "ssh:devbox", "ssh:cloud"}
 
 
 def test_pages_follow_the_cursor_with_changing_sizes_and_never_repeat(machines: dict[str, Any]) -> None:
     """Pages of 2, then 3, then 20 walk the union's list in order: no session twice, none skipped."""
-    whole = _single(machines["union"], "lock", 50)
+    whole = union_rows(machines["union"], query="lock", limit=50)
     seen: list[tuple[str, str, float]] = []
-    page = _merged(machines["client"], query="lock", limit=2)
-    seen += _rows(page)
+    page = ask_merged(machines["client"], query="lock", limit=2)
+    seen += hit_rows(page)
     for size in (3, 20):
         if not page["page"]["hasMore"]:
             break
-        page = _merged(machines["client"], query="lock", limit=size, cursor=page["page"]["cursor"])
-        seen += _rows(page)
-    assert _same(seen, whole)
+        page = ask_merged(machines["client"], query="lock", limit=size, cursor=page["page"]["cursor"])
+        seen += hit_rows(page)
+    assert same_list(seen, whole)
     # A cursor belongs to its query and its host set.
-    first = _merged(machines["client"], query="lock", limit=1)
-    other = _merged(machines["client"], query="duckdb", limit=1, cursor=first["page"]["cursor"])
+    first = ask_merged(machines["client"], query="lock", limit=1)
+    other = ask_merged(machines["client"], query="duckdb", limit=1, cursor=first["page"]["cursor"])
     assert other == {"kind": "malformed-cursor"}
 
 
@@ -125,7 +112,7 @@ def test_a_hung_host_is_listed_within_the_deadline_and_the_rest_answer(machines:
     write_private(client.config_path, json.dumps(cfg).encode())
     try:
         t0 = time.monotonic()
-        value = _merged(client, query="duckdb lock", limit=5)
+        value = ask_merged(client, query="duckdb lock", limit=5)
         took = time.monotonic() - t0
         states = {h["id"]: h["state"] for h in value["hosts"]}
         assert states == {"local": "ok", "ssh:devbox": "ok", "ssh:cloud": "ok", "ssh:hung": "timeout"}, value
@@ -165,16 +152,10 @@ def test_the_cli_searches_every_host_and_tables_their_status(machines: dict[str,
     assert "@ ssh:devbox" in human and "@ ssh:cloud" in human and "@ local" in human
     assert "searched local, ssh:devbox, ssh:cloud" in human or "searched local, ssh:cloud, ssh:devbox" in human
     as_json = json.loads(run_cli(client.path, "search", "--host", "all", "duckdb lock", "--json", check=True).stdout)
-    assert _rows(as_json) == _rows(_merged(client, query="duckdb lock", limit=10))
+    assert hit_rows(as_json) == hit_rows(ask_merged(client, query="duckdb lock", limit=10))
     table = run_cli(client.path, "status", "--all-hosts", check=True).stdout
     lines = [line.split()[0] for line in table.splitlines()[1:] if line and not line.startswith(" ")]
     assert sorted(lines) == ["local", "ssh:cloud", "ssh:devbox"], table
     rows = json.loads(run_cli(client.path, "status", "--all-hosts", "--json", check=True).stdout)["hosts"]
     assert all(r["status"]["phase"] in ("current", "idle") for r in rows), rows
 
-
-def _deadline(client: Home, seconds: float) -> None:
-    """config.json's mergedSearch.deadlineS for ``client``."""
-    cfg = json.loads(client.config_path.read_text())
-    cfg["mergedSearch"] = {**cfg.get("mergedSearch", {}), "deadlineS": seconds}
-    write_private(client.config_path, json.dumps(cfg).encode())

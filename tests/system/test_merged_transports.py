@@ -17,6 +17,7 @@ from aivault.protocol import METHOD_SEARCH_HOSTS
 from tests.builders import ClaudeWriter
 from tests.support.common import cli_env, run_cli
 from tests.support.daemons import DaemonProcess
+from tests.support.merged import ask_merged, hit_rows, same_list, set_deadline, union_rows
 from tests.support.remotes import distinct_lengths, host_timeouts, make_client, remote_with
 from tests.support.sshd import Sshd, sshd_server
 
@@ -51,7 +52,7 @@ def world(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
         host_timeouts(client, connectTimeoutS=15, requestTimeoutS=20)
         # A generous deadline: each call is a cold process opening its host connections, on a machine that may be
         # busy; the tests of the deadline itself set theirs.
-        _deadline(client, 30)
+        set_deadline(client, 30)
         run_cli(client.path, "hosts", "add", sshd.host_id, "--relay-command", devbox.command(), check=True)
         code = json.loads(runtime.cli("pair", "--json").stdout)["code"]
         run_cli(client.path, "hosts", "pair", code, "--name", "laptop", check=True)
@@ -70,27 +71,12 @@ def _env(world: dict[str, Any]) -> dict[str, str]:
     return cli_env(world["client"].path, AIVAULT_SSH_COMMAND=shlex.join(world["sshd"].ssh_words()))
 
 
-def _merged(world: dict[str, Any], **params: Any) -> dict[str, Any]:
-    out = run_cli(world["client"].path, "rpc", METHOD_SEARCH_HOSTS, json.dumps({"hosts": "all", **params}),
-                  env=_env(world), check=True)
-    value: dict[str, Any] = json.loads(out.stdout)
-    return value
 
 
-def _union(world: dict[str, Any], **params: Any) -> list[tuple[str, str, float]]:
-    value = json.loads(run_cli(world["union"].path, "rpc", "aiVault.searchSessions", json.dumps(params),
-                               check=True).stdout)
-    assert value["kind"] == "results", value
-    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
 
 
-def _rows(value: dict[str, Any]) -> list[tuple[str, str, float]]:
-    assert value["kind"] == "results", value
-    return [(h["agent"], h["sessionId"], h["score"]) for h in value["hits"]]
 
 
-def _same(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]]) -> bool:
-    return [x[:2] for x in a] == [x[:2] for x in b] and all(abs(x[2] - y[2]) <= 1e-6 for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("sort", ["relevance", "newest"])
@@ -98,27 +84,28 @@ def _same(a: list[tuple[str, str, float]], b: list[tuple[str, str, float]]) -> b
 def test_three_transports_rank_as_one_index(world: dict[str, Any], query: str, sort: str) -> None:
     """Phrase, all words, typo repair and any word, both sorts: local + ssh + runtime give the union index's list,
     each hit naming the host it came from."""
-    merged = _merged(world, query=query, limit=30, filters={"sort": sort})
+    merged = ask_merged(world["client"], _env(world), query=query, limit=30, filters={"sort": sort})
     assert {h["id"]: h["state"] for h in merged["hosts"]} == {
         "local": "ok", world["ssh_id"]: "ok", world["runtime_id"]: "ok"}, merged["hosts"]
-    assert _same(_rows(merged), _union(world, query=query, limit=30, filters={"sort": sort})), (query, merged)
+    union = union_rows(world["union"], query=query, limit=30, filters={"sort": sort})
+    assert same_list(hit_rows(merged), union), (query, merged)
     assert {h["executionHostId"] for h in merged["hits"]} <= {"local", world["ssh_id"], world["runtime_id"]}
 
 
 def test_pages_change_size_and_a_write_on_one_host_makes_the_cursor_stale_naming_it(world: dict[str, Any]) -> None:
     """Pages of 2 then 3 follow the union's list; after a commit on the runtime the next page is stale-cursor
     naming the runtime only."""
-    whole = _union(world, query="duckdb lock", limit=50)
-    first = _merged(world, query="duckdb lock", limit=2)
-    second = _merged(world, query="duckdb lock", limit=3, cursor=first["page"]["cursor"])
-    assert _same(_rows(first) + _rows(second), whole[:5]) and second["page"]["hasMore"]
+    whole = union_rows(world["union"], query="duckdb lock", limit=50)
+    first = ask_merged(world["client"], _env(world), query="duckdb lock", limit=2)
+    second = ask_merged(world["client"], _env(world), query="duckdb lock", limit=3, cursor=first["page"]["cursor"])
+    assert same_list(hit_rows(first) + hit_rows(second), whole[:5]) and second["page"]["hasMore"]
     ClaudeWriter(world["base"] / "runtime" / "claude", cwd="/srv/late").user("a late lock on the runtime")
     world["daemon"].reconcile()
-    stale = _merged(world, query="duckdb lock", limit=3, cursor=second["page"]["cursor"])
+    stale = ask_merged(world["client"], _env(world), query="duckdb lock", limit=3, cursor=second["page"]["cursor"])
     assert stale["kind"] == "stale-cursor" and [h["id"] for h in stale["hosts"]] == [world["runtime_id"]], stale
 
 
-def test_a_host_down_and_one_hung_are_listed_within_the_deadline(world: dict[str, Any]) -> None:
+def test_a_host_down_and_one_hung_are_listed_within_theset_deadline(world: dict[str, Any]) -> None:
     """A runtime whose listener is gone is failed and an ssh host whose command never answers is timeout, both
     within the deadline; the other hosts' sessions come back and the result is partial."""
     client: Home = world["client"]
@@ -132,7 +119,7 @@ def test_a_host_down_and_one_hung_are_listed_within_the_deadline(world: dict[str
     cfg["mergedSearch"] = {"deadlineS": 8}
     write_private(client.config_path, json.dumps(cfg).encode())
     try:
-        value = _merged(world, query="duckdb lock", limit=5)
+        value = ask_merged(world["client"], _env(world), query="duckdb lock", limit=5)
         states = {h["id"]: h["state"] for h in value["hosts"]}
         assert states["local"] == "ok" and states[world["ssh_id"]] == "ok" and states[world["runtime_id"]] == "ok"
         assert states["runtime:gone"] == "failed" and states["ssh:127.0.0.1"] == "timeout", value
@@ -158,16 +145,10 @@ def test_wait_until_current_is_honoured_per_host_and_said_per_host(world: dict[s
     (its daemon reconciles within the deadline); the dev box's relay, with no daemon to reconcile, says its
     freshness was cut, and the result's truncated.freshness says so too."""
     ClaudeWriter(world["base"] / "runtime" / "claude", cwd="/srv/fresh").user("a platypus seen just now")
-    value = _merged(world, query="platypus", limit=5, freshness="wait-until-current")
+    value = ask_merged(world["client"], _env(world), query="platypus", limit=5, freshness="wait-until-current")
     assert [h["cwd"] for h in value["hits"]] == ["/srv/fresh"], value
     assert value["hits"][0]["executionHostId"] == world["runtime_id"]
     fresh = {h["id"]: h.get("freshnessTruncated") for h in value["hosts"]}
     assert fresh[world["runtime_id"]] is False and fresh[world["ssh_id"]] is True, value["hosts"]
     assert value["truncated"]["freshness"] is True
 
-
-def _deadline(client: Home, seconds: float) -> None:
-    """config.json's mergedSearch.deadlineS for ``client``."""
-    cfg = json.loads(client.config_path.read_text())
-    cfg["mergedSearch"] = {**cfg.get("mergedSearch", {}), "deadlineS": seconds}
-    write_private(client.config_path, json.dumps(cfg).encode())
