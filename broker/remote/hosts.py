@@ -30,8 +30,8 @@ def parse_host(value: object) -> Host:
     if not isinstance(value, str):
         raise InvalidParams("host must be a string: local, ssh:<target> or runtime:<environmentId>")
     if value == "all":
-        raise InvalidParams("host 'all' names no one host: aiVault.searchHosts (`aivault search --all-hosts`) "
-                            "searches every host as one list")
+        raise InvalidParams("host 'all' is not one execution host: aiVault.searchHosts (`aivault search "
+                            "--all-hosts`) searches every host as one list")
     if _SSH.match(value) or _RUNTIME.match(value):
         return Host(value)
     raise InvalidParams(f"invalid host id {clip(value)!r}: use local, ssh:<target> or runtime:<environmentId>")
