@@ -179,7 +179,9 @@ class Evidence(TypedDict):
     timestamp: int | None
 
 
-class Hit(TypedDict):
+class SessionInfo(TypedDict):
+    """A session as a hit and a read window describe it (the order of a value's keys is its constructor's)."""
+
     agent: str
     sessionId: str
     title: str | None
@@ -187,10 +189,13 @@ class Hit(TypedDict):
     branch: str | None
     updatedAt: int | None
     messageCount: int
-    score: float
-    source: str  # "present" | "unverifiable"
-    evidence: Evidence | None
     resumeCommand: str | None
+    source: str  # "present" | "unverifiable"
+
+
+class Hit(SessionInfo):
+    score: float
+    evidence: Evidence | None
 
 
 class Page(TypedDict):
@@ -252,18 +257,6 @@ class Status(TypedDict):
 
 
 STATUS_PHASES: Final = ("idle", "indexing", "current", "degraded", "closed")
-
-
-class SessionInfo(TypedDict):
-    agent: str
-    sessionId: str
-    title: str | None
-    cwd: str | None
-    branch: str | None
-    updatedAt: int | None
-    messageCount: int
-    resumeCommand: str | None
-    source: str  # "present" | "unverifiable"
 
 
 class Message(TypedDict):
