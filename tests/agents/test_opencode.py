@@ -26,7 +26,7 @@ from aivault.scanner.parsers.sqlite_units import snapshot
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.support.common import REPO, cli_env, lexical_only, pid_alive, wait_until
 from tests.support.daemons import InprocDaemon, restart_and_stop_cleanly
-from tests.support.index import assert_same_index, fingerprint
+from tests.support.index import assert_same_index, fingerprint, generation_over_rpc
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "opencode" / "agent-sessions" / "opencode" / "storage_v2"
 SAMPLE = REPO / "samples" / "opencode" / ".local" / "share" / "opencode"
@@ -474,18 +474,6 @@ def test_kill_9_of_the_scanner_mid_database_loses_and_duplicates_nothing(
     assert_same_index(home.db_path, big_reference)
 
 
-def _generation(home: Home) -> int:
-    from aivault.thin.client import RpcClient
-
-    c = RpcClient.for_home(home, timeout_s=2)
-    try:
-        return int(c.call("aiVault.indexStats", {}).get("generation", 0))
-    except Exception:
-        return 0
-    finally:
-        c.close()
-
-
 def test_kill_9_of_the_indexer_mid_database_loses_and_duplicates_nothing(
         home: Home, big_root: Path, big_reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
     """A SIGKILLed `aivault index` keeps only committed batches of the database's sessions; a rerun completes
@@ -495,7 +483,7 @@ def test_kill_9_of_the_indexer_mid_database_loses_and_duplicates_nothing(
     try:
         # A one-shot index commits bulk-sized batches (BULK_BATCH_SCALE x 4,000 messages): the database's
         # 34,400 messages are three of them, so the kill follows the first.
-        assert wait_until(lambda: _generation(home) >= 1, timeout=120), "no batch committed"
+        assert wait_until(lambda: generation_over_rpc(home) >= 1, timeout=120), "no batch committed"
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)

@@ -6,6 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from aivault.home import Home
+
 # (chunk multiset keyed by session/ordinal/part/text, live posting count, message total)
 Fingerprint = tuple[Counter[tuple[Any, ...]], int, int]
 
@@ -49,3 +51,16 @@ def assert_same_index(db: Path, reference: Fingerprint) -> None:
     assert (not extra and not lost and postings == reference[1] and msgs == reference[2]), (
         f"extra chunks {sum(extra.values())} e.g. {list(extra)[:3]}; lost chunks {sum(lost.values())} "
         f"e.g. {list(lost)[:3]}; postings {postings} vs {reference[1]}; messages {msgs} vs {reference[2]}")
+
+
+def generation_over_rpc(home: Home) -> int:
+    """The generation a running daemon or one-shot index of ``home`` reports now; 0 while none answers."""
+    from aivault.thin.client import RpcClient
+
+    c = RpcClient.for_home(home, timeout_s=2)
+    try:
+        return int(c.call("aiVault.indexStats", {}).get("generation", 0))
+    except Exception:
+        return 0
+    finally:
+        c.close()

@@ -27,7 +27,7 @@ from bench.gen_corpus import generate
 from tests.builders import ClaudeWriter
 from tests.support.common import REPO, answer, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
 from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
-from tests.support.index import assert_same_index, fingerprint
+from tests.support.index import assert_same_index, fingerprint, generation_over_rpc
 
 MESSAGES = 60_000
 
@@ -62,18 +62,6 @@ def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[C
     return fp
 
 
-def _generation_over_rpc(home: Home) -> int:
-    from aivault.thin.client import RpcClient
-
-    c = RpcClient.for_home(home, timeout_s=2)
-    try:
-        return int(c.call("aiVault.indexStats", {}).get("generation", 0))
-    except Exception:
-        return 0
-    finally:
-        c.close()
-
-
 def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
         home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
     """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once."""
@@ -103,7 +91,7 @@ def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
     try:
         # A one-shot index commits bulk-sized batches (BULK_BATCH_SCALE x 4,000 messages): about two a
         # scanner here, so the kill follows the first.
-        assert wait_until(lambda: _generation_over_rpc(home) >= 1, timeout=120), "no batch committed"
+        assert wait_until(lambda: generation_over_rpc(home) >= 1, timeout=120), "no batch committed"
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert children, "the indexer has no scanner child"
         proc.send_signal(signal.SIGKILL)
