@@ -168,23 +168,27 @@ def test_killing_index_while_its_scanners_start_leaves_no_orphan(home: Home, roo
     assert len(hits) == 20 and all(h["messageCount"] == 400 for h in hits)
 
 
+def _fake_scanner(daemon: Any) -> tuple[zmq.Socket[bytes], int]:
+    """A socket that greets the daemon's indexer as its scanner of shard 0 would, and the epoch it is given."""
+    ix = daemon.service.indexer
+    s: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(daemon.home.ingest_endpoint)
+    s.send_multipart(encode_ingest(K_HELLO, {"protocol": 1, "pid": os.getpid(), "shard": 0,
+                                             "shards": len(ix.slots), "roots": [], "token": ix.token, "req": 1}))
+    while True:
+        assert s.poll(10_000)
+        msg = decode_ingest(s.recv_multipart(), (K_STATE, b"PING", b"RECONCILE"))
+        if msg.kind == K_STATE:
+            return s, int(msg.header["epoch"])
+
+
 def test_the_indexer_answers_an_invalid_batch_with_a_poisoned_nack(inproc_daemon: Any, roots: dict[str, Path]) -> None:
     """A batch the writer cannot accept as sent (not a state mismatch) is refused with `poison`, so its
     sender sets the files aside instead of re-sending them for ever; unreadable frames from a known
     scanner get the same answer instead of silence (the scanner would wait for an ACK for ever)."""
-    ix = inproc_daemon.service.indexer
-    s: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(inproc_daemon.home.ingest_endpoint)
+    s, epoch = _fake_scanner(inproc_daemon)
     try:
-        s.send_multipart(encode_ingest(K_HELLO, {"protocol": 1, "pid": os.getpid(), "shard": 0,
-                                                 "shards": len(ix.slots), "roots": [], "token": ix.token, "req": 1}))
-        epoch = None
-        while epoch is None:
-            assert s.poll(10_000)
-            msg = decode_ingest(s.recv_multipart(), (K_STATE, b"PING", b"RECONCILE"))
-            if msg.kind == K_STATE:
-                epoch = msg.header["epoch"]
         s.send_multipart(encode_ingest(K_BATCH, {"seq": 7, "epoch": epoch, "files": [], "chunks": 0, "postings": 0,
                                                  "messages": 0}, [b"", b"", b""]))
         s.send_multipart([b"AIVI1", K_BATCH, b"\xc1"])
@@ -203,19 +207,8 @@ def test_the_indexer_answers_an_invalid_batch_with_a_poisoned_nack(inproc_daemon
 def test_a_file_part_missing_a_field_is_refused_and_the_indexer_goes_on(inproc_daemon: Any,
                                                                          roots: dict[str, Path]) -> None:
     """A batch whose file part lacks `end` is a poisoned NACK naming the problem, not a crash of the indexer's loop."""
-    ix = inproc_daemon.service.indexer
-    s: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(inproc_daemon.home.ingest_endpoint)
+    s, epoch = _fake_scanner(inproc_daemon)
     try:
-        s.send_multipart(encode_ingest(K_HELLO, {"protocol": 1, "pid": os.getpid(), "shard": 0,
-                                                 "shards": len(ix.slots), "roots": [], "token": ix.token, "req": 1}))
-        epoch = None
-        while epoch is None:
-            assert s.poll(10_000)
-            msg = decode_ingest(s.recv_multipart(), (K_STATE, b"PING", b"RECONCILE"))
-            if msg.kind == K_STATE:
-                epoch = msg.header["epoch"]
         part = {"path": "/nowhere/x.jsonl", "agent": "claude", "mode": "lines", "reset": True, "renamed_from": None,
                 "dev": 1, "ino": 2, "size": 10, "mtime_ns": 3, "start": 0}
         s.send_multipart(encode_ingest(K_BATCH, {"seq": 9, "epoch": epoch, "files": [part], "chunks": 0,
