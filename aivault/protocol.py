@@ -74,8 +74,9 @@ METHOD_SEARCH_HOSTS: Final = "aiVault.searchHosts"
 # One step of a merged search on one host (query/federated.py): its statistics for a query, a probe, a page
 # ranked with the summed statistics. What a coordinator asks a host; a host answers for itself only.
 METHOD_SHARD: Final = "aiVault.searchShard"
-# The steps of METHOD_SHARD, in the order a merged search may ask them.
-SHARD_STEPS: Final = ("stats", "termStats", "probe", "page")
+# The steps of METHOD_SHARD, in the order a merged search may ask them: a lexical search ends with "page", a
+# hybrid one with "candidates" (lexical candidates and vector neighbours) and "hits" (the fused page's).
+SHARD_STEPS: Final = ("stats", "termStats", "probe", "page", "candidates", "hits")
 
 
 class Method(NamedTuple):
@@ -333,6 +334,9 @@ class HostReport(TypedDict):
     reason: NotRequired[str]
     generation: NotRequired[int]
     freshnessTruncated: NotRequired[bool]
+    # A hybrid search: "used" (its vector neighbours took part), "none" (no vectors ready there) or
+    # "other-model" (vectors of another embedding model, which do not compare): the last two contribute lexically.
+    vectors: NotRequired[str]
 
 
 class MergedResults(TypedDict):

@@ -268,6 +268,7 @@ class _Host:
         self.reason: str | None = None
         self.stats: dict[str, Any] | None = None
         self.fresh_cut = False
+        self.vectors: str | None = None  # a hybrid search: whether this host's vectors took part (HostReport)
 
     def fail(self, state: str, reason: str) -> None:
         self.state, self.reason = state, reason
@@ -279,6 +280,8 @@ class _Host:
         if self.stats is not None and self.state == "ok":
             out["generation"] = int(self.stats["generation"])
             out["freshnessTruncated"] = self.fresh_cut
+            if self.vectors is not None:
+                out["vectors"] = self.vectors
         return out
 
 
@@ -319,16 +322,18 @@ def search_hosts(params: Any, *, home: Home, ask_local: Callable[[dict[str, Any]
         host = next(h.host for h in hosts if h.id == hid)
         return ask_local(body) if host.is_local else ask_remote(host, body)
 
-    def round_of(live: list[_Host], body: dict[str, Any], offsets: dict[str, int] | None = None) -> dict[str, Any]:
-        """Every live host's answer to ``body`` (with its own ``offset`` from ``offsets``); a host that gives
-        none is marked and left out. A round before the pages takes at most _ROUND_SHARE of the time left."""
+    def round_of(live: list[_Host], body: dict[str, Any],
+                 own: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Every live host's answer to ``body`` (with its own parameters from ``own``: a page's offset, a hits
+        step's rows); a host that gives none is marked and left out. A round before the last (the page, or a
+        hybrid search's hits) takes at most _ROUND_SHARE of the time left."""
         answers: dict[str, Any] = {}
 
         def one(hid: str) -> Any:
-            return ask(hid, body if offsets is None else {**body, "offset": offsets.get(hid, 0)})
+            return ask(hid, body if own is None else {**body, **own.get(hid, {})})
 
         now = time.monotonic()
-        last = body["step"] == "page"
+        last = body["step"] in ("page", "hits")
         asked = fan_out([h.id for h in live], one, parallel=st.parallel_hosts,
                         until=until if last else now + max(until - now, 0) * _ROUND_SHARE)
         for h, a in zip(live, asked, strict=True):
@@ -397,8 +402,23 @@ def search_hosts(params: Any, *, home: Home, ask_local: Callable[[dict[str, Any]
         for h in live:
             if h not in paging:
                 h.fail("skipped", "it did not answer the first page of this search; search again to include it")
+        if plan.get("family") == "hybrid":
+            out = _hybrid_page(round_of, paging, offsets, plan, shard_request, req)
+            if out is None:  # an index moved between the rounds
+                for h in hosts:
+                    h.stats = None
+                continue
+            hits, more, shown, capped, cut = out
+            taken = Counter(str(r["host"]) for r in shown)
+            cursor = None
+            if more:
+                positions = tuple(HostPosition(h.id, int(h.stats["generation"]), str(h.stats["identity"]),
+                                               offsets.get(h.id, 0) + taken.get(str(h.stats["identity"]), 0))
+                                  for h in paging if h.state == "ok" and h.stats is not None)
+                cursor = mint(key, MergedPosition(qk, positions))
+            return _answer(hits, cursor, more, hosts, req, t0, route="hybrid", capped=capped, cut=cut)
         got = round_of(paging, {"step": "page", "request": shard_request, "plan": plan, "count": req.limit + 1},
-                       offsets)
+                       {hid: {"offset": n} for hid, n in offsets.items()})
         if any(v.get("stale") for v in got.values()):
             for h in hosts:
                 h.stats = None
@@ -423,6 +443,46 @@ def search_hosts(params: Any, *, home: Home, ask_local: Callable[[dict[str, Any]
         if h.state == "ok":
             h.fail("failed", "its index kept changing between the rounds of the search: try again")
     return _answer([], None, False, hosts, req, t0, route=None, capped=False, cut=0)
+
+
+_Round = Callable[[list[_Host], dict[str, Any], dict[str, dict[str, Any]] | None], dict[str, Any]]
+
+
+def _hybrid_page(round_of: _Round, paging: list[_Host], offsets: dict[str, int], plan: dict[str, Any],
+                 shard_request: dict[str, Any], req: Any) -> tuple[list[dict[str, Any]], bool, list[dict[str, Any]],
+                                                                   bool, int] | None:
+    """A hybrid search's last two rounds: every host's lexical candidates and vector neighbours, fused at the
+    coordinator as one index would fuse them (query/federated.fuse_hosts), then each host's hits of the
+    page cut from the fused list. The page starts at the sum of the hosts' offsets (the fused list is the
+    same while no fence moves). (hits, has more, the fused rows shown, capped, snippets cut), or None when an
+    index moved between the rounds."""
+    from aivault.query import federated
+
+    got = round_of(paging, {"step": "candidates", "request": shard_request, "plan": plan}, None)
+    if any(v.get("stale") for v in got.values()):
+        return None
+    answered = [h for h in paging if h.id in got]
+    for h in answered:
+        ans = got[h.id]
+        h.vectors = "used" if ans.get("vector") is not None else "other-model" if ans.get("model") else "none"
+    fused = federated.fuse_hosts([got[h.id] for h in answered], req, plan)
+    start = sum(offsets.values())
+    window = fused[start: start + req.limit + 1]
+    more, shown = len(window) > req.limit, window[: req.limit]
+    by_identity = {str(got[h.id]["identity"]): h for h in answered}
+    rows: dict[str, list[list[Any]]] = {}
+    for r in shown:
+        rows.setdefault(by_identity[str(r["host"])].id, []).append([r["sess"], r["score"], r["chunk"]])
+    asked = [h for h in answered if h.id in rows]
+    found = round_of(asked, {"step": "hits", "request": shard_request, "plan": plan},
+                     {hid: {"rows": r} for hid, r in rows.items()})
+    if any(v.get("stale") for v in found.values()):
+        return None
+    page_hits = {(str(v["identity"]), int(sess)): hit for v in found.values() for sess, hit in v["hits"]}
+    merged = [{"host": r["host"], "agent": hit["agent"], "sessionId": hit["sessionId"], "hit": hit}
+              for r in shown if (hit := page_hits.get((str(r["host"]), int(r["sess"])))) is not None]
+    return (_stamped(merged, by_identity), more, shown, any(bool(got[h.id].get("capped")) for h in answered),
+            sum(int(v.get("snippetsCut", 0)) for v in found.values()))
 
 
 def _stamped(rows: list[dict[str, Any]], by_identity: dict[str, _Host]) -> list[dict[str, Any]]:

@@ -232,6 +232,10 @@ class VectorService:
             vec = embedder.embed([text])[0]
         return index.search(vec, k)
 
+    def model(self) -> str | None:
+        embedder = self.query_embedder
+        return embedder.fingerprint if embedder is not None and self.ready() else None
+
     def stats(self) -> dict[str, Any]:
         vstate = self.writer.vstate
         st = self.worker.stats
@@ -349,3 +353,6 @@ class ReadOnlyVectors:
             vec = self._embedder.embed([text])[0]
         assert self._index is not None
         return self._index.search(vec, k)
+
+    def model(self) -> str | None:
+        return self.fingerprint if self.ready() else None

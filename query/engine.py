@@ -255,6 +255,10 @@ class Engine:
     def semantic_ready(self) -> bool:
         return self.vectors is not None and self.vectors.ready()
 
+    def vector_model(self) -> str | None:
+        """The fingerprint of the model this index's vectors come from, when a vector search can run now."""
+        return self.vectors.model() if self.vectors is not None and self.vectors.ready() else None
+
     def search(self, req: SearchRequest, *, freshness_truncated: bool = False,
                force_route: str | None = None) -> SearchResult:
         """One page of results. ``force_route`` ("lexical", "vector", "hybrid") overrides the

@@ -33,8 +33,15 @@ they do not); operators only (no words) 2, and a query nothing can match 1 (``ro
 round is needed). A host whose generation moved between rounds answers ``{"stale": true}`` and the
 coordinator starts again; one whose index is not ready answers ``{"unavailable": "not-ready"}`` to
 round 1, and ``combine`` leaves it (and any stale answer) out: the merge is then over the hosts that
-answered, and later rounds sent to a host left out answer stale. The search is lexical only: the
-vector and hybrid routes (query/hybrid.py) are not merged.
+answered, and later rounds sent to a host left out answer stale.
+
+Hybrid: when one index would fuse lexical and vector rankings (query/hybrid.py), the plan's ``family`` is
+"hybrid" with the ``model`` whose vectors take part (``_family``), and the page round is replaced by two:
+``candidates`` (each host's best HYBRID_CANDIDATES on the lexical route, ranked with the summed statistics,
+and its VECTOR_CANDIDATES nearest chunks when its vectors are the plan's model), ``fuse_hosts`` at the
+coordinator (the union index's fusion: the best HYBRID_CANDIDATES of all hosts, the VECTOR_CANDIDATES
+nearest chunks of all hosts), and ``hits_of`` for each host's sessions on the fused page.
+tests/system/test_federated_hybrid.py compares it with one index's hybrid search.
 
 How the route is decided, as query/planner.rank decides it over one index: a route is taken when it has
 any match at all, in the cascade phrase -> all -> typo -> any (a question: any only). Round 1 tells,
@@ -77,6 +84,14 @@ import duckdb
 
 from aivault.query import bm25, hits, planner
 from aivault.query.engine import Engine
+from aivault.query.hybrid import (
+    HYBRID_CANDIDATES,
+    SIMILARITY_FLOOR,
+    VECTOR_CANDIDATES,
+    fuse,
+    prefers_semantic,
+    vector_sessions,
+)
 from aivault.query.planner import NEIGHBOURS_MAX, TYPO_MAX_TERMS, closest, pick_repair
 from aivault.query.records import Plan, Row, Snapshot
 from aivault.query.request import SearchRequest
@@ -106,10 +121,12 @@ def query_stats(engine: Engine, req: SearchRequest) -> dict[str, Any]:
     term, counted up to PHRASE_CANDIDATES + 1, and whether the phrase is in one of them (only when
     there are at most PHRASE_CANDIDATES).
     """
+    # Asked first, outside the snapshot: in a read-only process the first call loads the vectors and the model.
+    model = engine.vector_model() if prefers_semantic(req.text) and query_terms(req.text) else None
     with engine.reading() as (cur, snap):
         if snap.tokenizer != TOKENIZER_VERSION:
             return _unavailable(snap)
-        return _stats(cur, snap, req)
+        return {**_stats(cur, snap, req), "vectorModel": model}
 
 
 def _stats(cur: duckdb.DuckDBPyConnection, snap: Snapshot, req: SearchRequest) -> dict[str, Any]:
@@ -194,12 +211,12 @@ def combine(stats: list[dict[str, Any]], req: SearchRequest, *, term_stats: list
     ``quota`` {identity: candidates}; with the any-word route ``maxima`` [best session BM25, best chunk
     BM25]."""
     stats = [s for s in stats if "unavailable" not in s and not s.get("stale")]
+    terms = query_terms(req.text)
     base: dict[str, Any] = {
         "generations": {s["identity"]: s["generation"] for s in stats},
         "chunks": sum(int(s["chunks"]) for s in stats), "totalLength": sum(int(s["totalLength"]) for s in stats),
         "sessions": sum(int(s["sessions"]) for s in stats), "repaired": {}, "tried": [], "capped": False,
-        "df": {}, "sdf": {}}
-    terms = query_terms(req.text)
+        "df": {}, "sdf": {}, **_family(stats, req, terms)}
     if not terms:
         return {**base, "next": NEXT_PAGE, "route": "operators" if req.operators else "empty", "terms": []}
     df = _summed(s["df"] for s in stats)
@@ -286,6 +303,18 @@ def combine(stats: list[dict[str, Any]], req: SearchRequest, *, term_stats: list
             return plan(NEXT_PAGE, route, ranked, maxima=[max(float(m[0]) for m in maxima),
                                                          max(float(m[1]) for m in maxima)])
     return plan(NEXT_PAGE, "none", terms)
+
+
+def _family(stats: list[dict[str, Any]], req: SearchRequest, terms: list[str]) -> dict[str, Any]:
+    """``family`` "hybrid" with the ``model`` whose vectors take part, as one index decides it
+    (query/hybrid.prefers_semantic) when any host's vectors are ready; else "lexical". Similarities compare
+    only between vectors of one model: the model most hosts have ready (a tie: the earliest host's) is
+    used, and a host with another model or none contributes lexically."""
+    models = [str(s["vectorModel"]) for s in stats if s.get("vectorModel")]
+    if not models or not terms or not prefers_semantic(req.text):
+        return {"family": "lexical", "model": None}
+    count = Counter(models)
+    return {"family": "hybrid", "model": max(models, key=lambda m: (count[m], -models.index(m)))}
 
 
 def _summed(parts: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -421,6 +450,91 @@ def page(engine: Engine, req: SearchRequest, plan: dict[str, Any], offset: int, 
             "capped": bool(p.capped or plan.get("capped")), "snippetsCut": cut,
             "rows": [{"agent": h["agent"], "sessionId": h["sessionId"], "score": h["score"],
                       "updatedAt": h["updatedAt"], "hit": dict(h)} for h in page_hits]}
+
+
+# --- hybrid: the lexical candidates of all hosts fused with their vector neighbours --------------
+
+def candidates(engine: Engine, req: SearchRequest, plan: dict[str, Any]) -> dict[str, Any]:
+    """This host's part of a hybrid search (plan ``family`` "hybrid", ``next`` "page"): its best
+    HYBRID_CANDIDATES sessions on the plan's lexical route, ranked with the summed statistics, and, when
+    its vectors come from the plan's ``model``, its VECTOR_CANDIDATES nearest chunks' similarities and
+    the sessions they belong to under the filters:
+    ``{identity, generation, route, capped, model, lexical: [[sess, score, chunk, updatedAt, coverage]],
+    vector: {similarities: [...], sessions: [[sess, chunk, similarity, updatedAt]]} | None}``
+    (internal session ids: ``hits`` turns the chosen ones into hits), or ``{stale: true}``."""
+    model = engine.vector_model()
+    found = None
+    if model is not None and model == plan.get("model"):
+        assert engine.vectors is not None
+        found = engine.vectors.search(req.text, VECTOR_CANDIDATES)
+    with engine.reading() as (cur, snap):
+        if _stale(snap, plan):
+            return _stale_answer(snap)
+        p, rows = _rank(cur, snap, req, plan, 0, HYBRID_CANDIDATES)
+        lexical = [[int(s), float(score), chunk, p.updated.get(s, -1), p.coverage.get(s)] for s, score, chunk in rows]
+        vector: dict[str, Any] | None = None
+        if found is not None:
+            ids, sims = found
+            filt_sql, filt_args = bm25.filter_clause(req)
+            near = vector_sessions(cur, ids, sims, filt_sql, filt_args, req.scope == "conversation")
+            vector = {"similarities": [float(x) for x in sims.tolist()],
+                      "sessions": [[n.sess, n.chunk, n.similarity, n.updated] for n in near]}
+        elif model is not None and model == plan.get("model"):
+            vector = {"similarities": [], "sessions": []}
+    return {"identity": snap.identity, "generation": snap.generation, "route": p.route, "model": model,
+            "capped": bool(p.capped or plan.get("capped")), "lexical": lexical, "vector": vector}
+
+
+# A host's place in the host list and its internal session id, as one key the fusion can rank by.
+_HOST_SHIFT = 48
+
+
+def fuse_hosts(found: list[dict[str, Any]], req: SearchRequest, plan: dict[str, Any],
+               floor: float = SIMILARITY_FLOOR) -> list[dict[str, Any]]:
+    """The fused ranking of every host's ``candidates`` (in the coordinator's host order), as one index
+    over them all would fuse them (query/hybrid.fuse): the lexical list is the best HYBRID_CANDIDATES of
+    all hosts by the summed statistics; the vector list is the sessions of the VECTOR_CANDIDATES chunks
+    nearest over all hosts whose vectors take part (the same model, so similarities compare as they are),
+    each at its nearest chunk. Rows ``{host: identity, sess, score, chunk, updatedAt}``, best first."""
+    lexical_rows: list[dict[str, Any]] = []
+    for i, f in enumerate(found):
+        lexical_rows.append({"identity": f["identity"], "rows": [
+            {"key": (i << _HOST_SHIFT) | int(s), "score": score, "chunk": chunk,
+             "updatedAt": None if upd is None or int(upd) < 0 else int(upd), "coverage": cov}
+            for s, score, chunk, upd, cov in f["lexical"]]})
+    lexical = merge(lexical_rows, req)[:HYBRID_CANDIDATES]
+    sims = sorted((float(x) for f in found if f.get("vector") for x in f["vector"]["similarities"]), reverse=True)
+    cut = sims[VECTOR_CANDIDATES - 1] if len(sims) >= VECTOR_CANDIDATES else float("-inf")
+    near = sorted(((float(sim), i, j, (i << _HOST_SHIFT) | int(s), chunk, int(upd))
+                   for i, f in enumerate(found) if f.get("vector")
+                   for j, (s, chunk, sim, upd) in enumerate(f["vector"]["sessions"]) if float(sim) >= cut),
+                  key=lambda n: (-n[0], n[1], n[2]))
+    updated = {r["key"]: -1 if r["updatedAt"] is None else int(r["updatedAt"]) for r in lexical}
+    updated.update({n[3]: n[5] for n in near})
+    coverage = {r["key"]: float(r["coverage"]) for r in lexical if r["coverage"] is not None}
+    fused = fuse([(r["key"], float(r["score"]), r["chunk"]) for r in lexical], str(plan["route"]),
+                 [(n[3], n[4], n[0]) for n in near], updated, req.filters.sort, floor=floor, coverage=coverage)
+    mask = (1 << _HOST_SHIFT) - 1
+    return [{"host": found[f.sess >> _HOST_SHIFT]["identity"], "sess": f.sess & mask, "score": f.score,
+             "chunk": f.chunk, "updatedAt": updated.get(f.sess, -1)} for f in fused]
+
+
+def hits_of(engine: Engine, req: SearchRequest, plan: dict[str, Any], rows: list[list[Any]]) -> dict[str, Any]:
+    """The hits of ``rows`` ([[sess, score, chunk]], this host's sessions of a fused page, in order):
+    ``{identity, generation, snippetsCut, hits: [[sess, Hit]]}`` (a session deleted since is left out), or
+    ``{stale: true}``."""
+    with engine.reading() as (cur, snap):
+        if _stale(snap, plan):
+            return _stale_answer(snap)
+        p = Plan("hybrid", [str(t) for t in plan["terms"]], repaired=dict(plan["repaired"]))
+        kept: list[int] = []
+        page_hits, cut = hits.assemble(cur, req, p, [(int(s), float(score), None if c is None else int(c))
+                                                     for s, score, c in rows], snap.postings, kept)
+    now = engine.committed_generation()
+    if now is not None and now != snap.generation:
+        return _stale_answer(snap, now)
+    return {"identity": snap.identity, "generation": snap.generation, "snippetsCut": cut,
+            "hits": [[sess, dict(h)] for sess, h in zip(kept, page_hits, strict=True)]}
 
 
 def _rank(cur: duckdb.DuckDBPyConnection, snap: Snapshot, req: SearchRequest, plan: dict[str, Any], offset: int,

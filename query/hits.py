@@ -17,8 +17,9 @@ from aivault.query.snippets import Matcher, make_snippet
 
 
 def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
-             rows: list[Row], postings: Any = None) -> tuple[list[Hit], int]:
-    """The hits of ``rows`` in their order, and how many snippets were cut.
+             rows: list[Row], postings: Any = None, kept: list[int] | None = None) -> tuple[list[Hit], int]:
+    """The hits of ``rows`` in their order, and how many snippets were cut; ``kept``, when given, receives
+    the internal session id of each hit.
 
     A session deleted since it was ranked has no metadata row and is left out, rather than
     answered with holes.
@@ -51,6 +52,8 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
             snip = make_snippet(c[3], terms)
             cut += 1 if snip.cut else 0
             evidence = Evidence(snippet=snip.text, role=Role(int(c[1])).wire, timestamp=c[2])
+        if kept is not None:
+            kept.append(sess)
         hits.append(Hit(agent=m[1], sessionId=m[2], title=m[3], cwd=m[4], branch=m[5], updatedAt=m[6],
                         messageCount=int(m[7]), score=score, source="present" if m[9] else "unverifiable",
                         evidence=evidence, resumeCommand=m[8]))

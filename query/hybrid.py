@@ -90,6 +90,11 @@ class VectorSource(Protocol):
 
     def search(self, text: str, k: int = VECTOR_CANDIDATES) -> tuple[np.ndarray, np.ndarray] | None: ...
 
+    def model(self) -> str | None:
+        """The fingerprint of the model whose vectors ``search`` compares (aivault.embed), or None when
+        not ready: similarities from two indexes compare only when it is the same."""
+        ...
+
 
 def prefers_semantic(text: str) -> bool:
     """Hybrid for descriptions and questions; lexical for a quoted phrase or code outside a question,

@@ -176,6 +176,10 @@ def print_host_lines(hosts: list[dict[str, Any]], out: TextIO = sys.stdout) -> N
     ok = [str(h.get("id")) for h in hosts if h.get("state") == "ok"]
     print(st(DIM, f"searched {', '.join(ok) or 'no host'}" + (f"; {len(bad)} host(s) missing: the list is partial"
                                                                if bad else "")), file=out)
+    why = {"none": "no vectors there", "other-model": "its vectors are another model's"}
+    for h in hosts:
+        if h.get("state") == "ok" and h.get("vectors") in why:
+            print(st(DIM, f"  {h.get('id')}: matched by words only ({why[str(h['vectors'])]})"), file=out)
 
 
 def print_status_table(rows: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:

@@ -72,12 +72,13 @@ class ShardRequest:
     offset: int  # "page": this host's rows already shown
     count: int  # "page": how many rows to rank from there
     wait_s: float  # "stats" of a wait-until-current request: the longest this host may wait for its reconcile
+    rows: list[list[Any]]  # "hits": this host's sessions of a fused page, [[sess, score, chunk]] in order
 
 
 def parse_shard(params: Any) -> ShardRequest:
-    """``{step, request, plan?, offset?, count?}``; invalid-params naming what is wrong."""
+    """``{step, request, plan?, offset?, count?, waitS?, rows?}``; invalid-params naming what is wrong."""
     if not isinstance(params, dict):
-        raise InvalidParams("aiVault.searchShard takes {step, request, plan, offset, count}")
+        raise InvalidParams("aiVault.searchShard takes {step, request, plan, offset, count, rows}")
     step = params.get("step")
     if step not in SHARD_STEPS:
         raise InvalidParams(f"aiVault.searchShard: step must be one of {', '.join(SHARD_STEPS)}, not {step!r:.40}")
@@ -94,7 +95,13 @@ def parse_shard(params: Any) -> ShardRequest:
     wait_s = params.get("waitS", FRESHNESS_DEADLINE_S)
     if isinstance(wait_s, bool) or not isinstance(wait_s, int | float) or not 0 <= wait_s <= FRESHNESS_DEADLINE_S:
         raise InvalidParams(f"aiVault.searchShard: waitS must be seconds from 0 to {FRESHNESS_DEADLINE_S:g}")
-    return ShardRequest(str(step), parse_request(request), plan, int(offset), int(count), float(wait_s))
+    rows = params.get("rows", [])
+    if step == "hits" and (not isinstance(rows, list) or len(rows) > SEARCH_MAX_LIMIT + 1 or not all(
+            isinstance(r, list) and len(r) == 3 and type(r[0]) is int and isinstance(r[1], int | float)
+            and not isinstance(r[1], bool) and (r[2] is None or type(r[2]) is int) for r in rows)):
+        raise InvalidParams(f"aiVault.searchShard: hits needs rows [[session, score, chunk]], at most "
+                            f"{SEARCH_MAX_LIMIT + 1}")
+    return ShardRequest(str(step), parse_request(request), plan, int(offset), int(count), float(wait_s), rows)
 
 
 @runtime_checkable
@@ -124,6 +131,10 @@ def shard_step(engine: Any, ask: ShardRequest) -> dict[str, Any]:
         return federated.term_stats(engine, ask.request, ask.plan)
     if ask.step == "probe":
         return federated.probe(engine, ask.request, ask.plan)
+    if ask.step == "candidates":
+        return federated.candidates(engine, ask.request, ask.plan)
+    if ask.step == "hits":
+        return federated.hits_of(engine, ask.request, ask.plan, ask.rows)
     return federated.page(engine, ask.request, ask.plan, ask.offset, ask.count)
 
 

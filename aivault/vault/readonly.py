@@ -96,6 +96,10 @@ class _DeferredVectors:
         real = self._load()
         return real.search(text, k) if real is not None else None
 
+    def model(self) -> str | None:
+        real = self._load()
+        return real.model() if real is not None else None
+
 
 class DirectService:
     """A read-only service over the database file, for one-shot CLI use without a daemon."""

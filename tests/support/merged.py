@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgpack
+
 from aivault.home import Home, write_private
 from aivault.protocol import METHOD_SEARCH_HOSTS
+from aivault.query import federated
+from aivault.query.engine import Engine
+from aivault.query.request import SearchRequest
 from tests.support.common import run_cli
 
 Row = tuple[str, str, float]  # (agent, sessionId, score)
@@ -41,3 +46,27 @@ def set_deadline(client: Home, seconds: float) -> None:
     cfg = json.loads(client.config_path.read_text())
     cfg["mergedSearch"] = {**cfg.get("mergedSearch", {}), "deadlineS": seconds}
     write_private(client.config_path, json.dumps(cfg).encode())
+
+
+def wire(value: Any) -> Any:
+    """``value`` as it arrives over the wire: msgpack, which takes only plain data (no tuple, set, NumPy)."""
+    return msgpack.unpackb(msgpack.packb(value, strict_types=True), strict_map_key=False)
+
+
+def federated_plan(engines: list[Engine], req: SearchRequest) -> tuple[dict[str, Any], int]:
+    """The federated plan for ``req`` over ``engines`` (query/federated.py, in this process), and the rounds
+    it took (the page round included); every value crosses msgpack on its way."""
+    stats = [wire(federated.query_stats(e, req)) for e in engines]
+    plan: dict[str, Any] = wire(federated.combine(stats, req))
+    rounds = 1
+    extra: list[dict[str, Any]] | None = None
+    probes: list[dict[str, Any]] | None = None
+    while plan["next"] != federated.NEXT_PAGE:
+        if plan["next"] == federated.NEXT_TERM_STATS:
+            extra = [wire(federated.term_stats(e, req, plan)) for e in engines]
+        else:
+            probes = [wire(federated.probe(e, req, plan)) for e in engines]
+        rounds += 1
+        assert rounds < 6, plan
+        plan = wire(federated.combine(stats, req, term_stats=extra, probes=probes))
+    return plan, rounds + (0 if plan["route"] == "none" else 1)

@@ -23,7 +23,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
 from aivault.query import bm25, fastrank, federated
@@ -33,6 +32,7 @@ from aivault.query.request import SearchRequest, parse_request
 from tests.builders import BASE_TIME, ClaudeWriter, CodexWriter
 from tests.support.common import answer
 from tests.support.daemons import InprocDaemon, merged_daemon
+from tests.support.merged import federated_plan, wire
 
 FILLER = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
           "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey",
@@ -178,34 +178,10 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, Host
             h.daemon.close()
 
 
-def _wire(value: Any) -> Any:
-    """``value`` as it arrives over the wire: msgpack, which takes only plain data (no tuple, set, NumPy)."""
-    return msgpack.unpackb(msgpack.packb(value, strict_types=True), strict_map_key=False)
-
-
-def _plan(engines: list[Engine], req: SearchRequest) -> tuple[dict[str, Any], int]:
-    """The federated plan for ``req`` over ``engines``, and the rounds it took (the page round included);
-    every value crosses msgpack on its way."""
-    stats = [_wire(federated.query_stats(e, req)) for e in engines]
-    plan = _wire(federated.combine(stats, req))
-    rounds = 1
-    extra: list[dict[str, Any]] | None = None
-    probes: list[dict[str, Any]] | None = None
-    while plan["next"] != federated.NEXT_PAGE:
-        if plan["next"] == federated.NEXT_TERM_STATS:
-            extra = [_wire(federated.term_stats(e, req, plan)) for e in engines]
-        else:
-            probes = [_wire(federated.probe(e, req, plan)) for e in engines]
-        rounds += 1
-        assert rounds < 6, plan
-        plan = _wire(federated.combine(stats, req, term_stats=extra, probes=probes))
-    return plan, rounds + (0 if plan["route"] == "none" else 1)
-
-
 def _window(engines: list[Engine], req: SearchRequest, plan: dict[str, Any], offset: int,
             count: int) -> list[dict[str, Any]]:
     """Merged rows ``offset`` to ``offset + count``: each host asked for its first ``offset + count``."""
-    pages = [_wire(federated.page(e, req, plan, 0, offset + count)) for e in engines]
+    pages = [wire(federated.page(e, req, plan, 0, offset + count)) for e in engines]
     return federated.merge(pages, req)[offset : offset + count]
 
 
@@ -215,7 +191,7 @@ def _walk(engines: list[Engine], req: SearchRequest, plan: dict[str, Any], size:
     shown = [0 for _ in engines]
     out: list[dict[str, Any]] = []
     while True:
-        pages = [_wire(federated.page(e, req, plan, shown[i], size)) for i, e in enumerate(engines)]
+        pages = [wire(federated.page(e, req, plan, shown[i], size)) for i, e in enumerate(engines)]
         rows = federated.merge(pages, req)[:size]
         for r in rows:
             shown[[p["identity"] for p in pages].index(r["host"])] += 1
@@ -263,7 +239,7 @@ def _check_all(a: Host, b: Host, union: Host, fast: bool) -> None:
         for variant in VARIANTS:
             params = {"query": query, **variant}
             req = parse_request(params)
-            plan, _ = _plan(engines, req)
+            plan, _ = federated_plan(engines, req)
             for offset, count in WINDOWS:
                 want, union_route = _union(reference, params, offset, count)
                 if plan["route"] not in ("none",):
@@ -295,7 +271,7 @@ def test_the_hosts_may_answer_on_different_paths(hosts: tuple[Host, Host, Host])
     for query, _ in QUERIES:
         params = {"query": query}
         req = parse_request(params)
-        plan, _ = _plan([a.sql, b.fast], req)
+        plan, _ = federated_plan([a.sql, b.fast], req)
         want, _ = _union(union.sql, params, 0, 60)
         _assert_same(_window([a.sql, b.fast], req, plan, 0, 60), want, f"{params} mixed paths")
 
@@ -311,7 +287,7 @@ def test_the_statistics_change_the_ranking(hosts: tuple[Host, Host, Host]) -> No
     assert any(abs(own[k] - merged[k]) > 1e-3 for k in own)
     alone = answer(a.sql.search(parse_request({"query": "kubernetse", "debug": True})))
     assert alone["debug"]["repairedTerms"] == {"kubernets": "kubernetz"}
-    plan, _ = _plan([a.sql, b.sql], parse_request({"query": "kubernetse"}))
+    plan, _ = federated_plan([a.sql, b.sql], parse_request({"query": "kubernetse"}))
     assert plan["repaired"] == {"kubernets": "kubernetes"}
     together = answer(union.sql.search(parse_request({"query": "kubernetse", "debug": True})))
     assert together["debug"]["repairedTerms"] == plan["repaired"]
@@ -332,7 +308,7 @@ def test_few_phrase_candidates_are_chosen_over_all_hosts(hosts: tuple[Host, Host
         for variant in VARIANTS:
             params = {"query": query, **variant}
             req = parse_request(params)
-            plan, rounds = _plan(engines, req)
+            plan, rounds = federated_plan(engines, req)
             want, route = _union(reference, params, 0, 60)
             assert plan["route"] == route, (params, plan["route"], route)
             _assert_same(_window(engines, req, plan, 0, 60), want, f"{params} few candidates")
@@ -347,7 +323,7 @@ def test_rounds_and_timings(hosts: tuple[Host, Host, Host], capsys: pytest.Captu
     a, b, union = hosts
     want = {"all": 2, "phrase": 2, "any": 3, "typo": 4, "operators": 2, "empty": 2, "none": 1}
     for query, route in QUERIES:
-        plan, rounds = _plan([a.fast, b.fast], parse_request({"query": query}))
+        plan, rounds = federated_plan([a.fast, b.fast], parse_request({"query": query}))
         assert plan["route"] == route and rounds == want[route], (query, plan["route"], rounds)
     for fast in (False, True):
         engines = [a.fast, b.fast] if fast else [a.sql, b.sql]
@@ -360,7 +336,7 @@ def test_rounds_and_timings(hosts: tuple[Host, Host, Host], capsys: pytest.Captu
                 t0 = time.perf_counter()
                 stats = [federated.query_stats(e, req) for e in engines]
                 t1 = time.perf_counter()
-                plan, _ = _plan(engines, req)
+                plan, _ = federated_plan(engines, req)
                 t2 = time.perf_counter()
                 for e in engines:
                     federated.page(e, req, plan, 0, 20)
