@@ -60,12 +60,19 @@ def redact_search(result: Mapping[str, Any], transport: Transport) -> dict[str, 
 
 
 def redact_shard(answer: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
-    """A step of a merged search with each page row's hit as ``transport`` may see it (other steps carry none)."""
-    rows = answer.get("rows")
-    if transport in FULL_DIAGNOSTICS or not isinstance(rows, list):
+    """A step of a merged search with each hit as ``transport`` may see it: a page's rows ``{..., hit}`` and a
+    hybrid search's hits ``[session, hit]`` (the other steps carry none)."""
+    if transport in FULL_DIAGNOSTICS:
         return dict(answer)
-    return {**answer, "rows": [{**r, "hit": redact_for_transport(r["hit"], transport)}
-                               if isinstance(r, dict) and isinstance(r.get("hit"), dict) else r for r in rows]}
+    out = dict(answer)
+    rows, hits = answer.get("rows"), answer.get("hits")
+    if isinstance(rows, list):
+        out["rows"] = [{**r, "hit": redact_for_transport(r["hit"], transport)}
+                       if isinstance(r, dict) and isinstance(r.get("hit"), dict) else r for r in rows]
+    if isinstance(hits, list):
+        out["hits"] = [[h[0], redact_for_transport(h[1], transport)]
+                       if isinstance(h, list) and len(h) == 2 and isinstance(h[1], dict) else h for h in hits]
+    return out
 
 
 def redact_read(result: Mapping[str, Any], transport: Transport) -> dict[str, Any]:

@@ -33,3 +33,16 @@ def test_hits_keep_their_metadata_and_snippet_and_drop_a_missing_codex_home() ->
     assert out["cwd"] == "/srv/app" and out["title"] == "t" and out["evidence"] == {"snippet": "[[x]]"}
     assert out["resumeCommand"] == "codex resume s"
     assert redact_for_transport(hit, "desktop-ipc") == hit
+
+
+def test_every_hit_a_merged_search_step_carries_is_redacted() -> None:
+    """A page's rows and a hybrid search's hits step reach a paired client with their hits redacted, as a
+    search's hits are; the same machine sees them whole."""
+    from aivault.broker.exposure import redact_shard
+
+    hit = {"sessionId": "s", "resumeCommand": "CODEX_HOME=/srv/c codex resume s"}
+    page = {"identity": "i", "rows": [{"sessionId": "s", "hit": hit}]}
+    hits = {"identity": "i", "hits": [[7, hit]]}
+    assert redact_shard(page, "paired")["rows"][0]["hit"]["resumeCommand"] == "codex resume s"
+    assert redact_shard(hits, "relay")["hits"] == [[7, {**hit, "resumeCommand": "codex resume s"}]]
+    assert redact_shard(hits, "same-machine-rpc") == hits and redact_shard(page, "desktop-ipc") == page

@@ -25,7 +25,8 @@ PLAN = {"generations": {"abc": 3}}
     ({"step": "hits", "request": {"query": "x"}, "plan": PLAN, "rows": [[1, 0.5]]}, "hits needs rows"),
     ({"step": "hits", "request": {"query": "x"}, "plan": PLAN, "rows": [["1", 0.5, None]]}, "hits needs rows"),
     ({"step": "hits", "request": {"query": "x"}, "plan": PLAN, "rows": [[1, True, None]]}, "hits needs rows"),
-    ({"step": "hits", "request": {"query": "x"}, "plan": PLAN, "rows": [[1, 0.5, 2]] * (SEARCH_MAX_LIMIT + 2)}, "at most"),
+    ({"step": "hits", "request": {"query": "x"}, "plan": PLAN, "rows": [[1, 0.5, 2]] * (SEARCH_MAX_LIMIT + 2)},
+     "at most"),
 ])
 def test_a_malformed_step_is_invalid_params(params: Any, names: str) -> None:
     """Each malformed request is refused before any index is read, and the message names the fault."""
