@@ -1,7 +1,8 @@
 """Reading ``config.json`` in the data directory: extra transcript roots and the embedding setup.
 
     {"roots": ["claude=/mnt/old/.claude/projects", ...],
-     "embed": {"enabled": false} | {"model": ..., "remote": ...}}
+     "embed": {"enabled": false} | {"model": ..., "remote": ...},
+     "redact": {"enabled": true, "allow": ["regex", ...]}}
 
 Every reader of the file is here, next to the data-directory code (``aivault.home``). A file that
 cannot be read or holds the wrong shapes is a ``ConfigInvalid`` error naming the file and the key.
@@ -10,7 +11,9 @@ cannot be read or holds the wrong shapes is a ``ConfigInvalid`` error naming the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aivault.errors import ConfigInvalid
@@ -61,3 +64,33 @@ def embedder_factory(home: Home) -> Callable[[], Embedder] | None:
         return embedder
 
     return make
+
+
+@dataclass(frozen=True, slots=True)
+class RedactSettings:
+    """``"redact": {"enabled": true, "allow": [regex, ...]}``: index-time secret redaction (on unless turned
+    off) and the patterns of a user's own false positives (a found value any of them matches is kept)."""
+
+    enabled: bool = True
+    allow: tuple[str, ...] = ()
+
+
+def redact_settings(home: Home) -> RedactSettings:
+    raw = load(home).get("redact")
+    if raw is None:
+        return RedactSettings()
+    if not isinstance(raw, dict) or set(raw) - {"enabled", "allow"}:
+        raise ConfigInvalid(f"{home.config_path}: 'redact' must be an object with 'enabled' (true or false) and "
+                            "'allow' (a list of regular expressions)")
+    enabled = raw.get("enabled", True)
+    allow = raw.get("allow", [])
+    if not isinstance(enabled, bool):
+        raise ConfigInvalid(f"{home.config_path}: redact.enabled must be true or false, not {enabled!r:.40}")
+    if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
+        raise ConfigInvalid(f"{home.config_path}: redact.allow must be a list of regular expressions")
+    for i, pattern in enumerate(allow):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigInvalid(f"{home.config_path}: redact.allow[{i}] is not a regular expression: {exc}") from exc
+    return RedactSettings(enabled, tuple(allow))

@@ -132,6 +132,11 @@ class ScannerPool:
         self.watch = watch  # scanners watch their roots for changes (scanner/watch.py)
         self.slots = [Slot(i) for i in range(count)]
         self.token = secrets.token_hex(16)
+        from aivault.config import redact_settings
+
+        if not redact_settings(home).enabled:
+            _log.warning("secret redaction is off (config.json redact.enabled false): tokens, passwords and keys "
+                         "in transcripts are indexed as they are; answers to remote clients are still redacted")
 
     def command(self, shard: int = 0) -> list[str]:
         cmd = [sys.executable, "-m", "aivault.scanner", "--connect", self.home.ingest_endpoint,
@@ -144,6 +149,13 @@ class ScannerPool:
             cmd.append("--watch")
         if self.bulk:
             cmd.append("--bulk")
+        from aivault.config import redact_settings
+
+        redact = redact_settings(self.home)
+        if not redact.enabled:
+            cmd.append("--no-redact")
+        for pattern in redact.allow:
+            cmd += ["--redact-allow", pattern]
         return cmd
 
     def spawn(self, slot: Slot) -> None:

@@ -19,6 +19,7 @@ from aivault.indexer.duck import one
 from aivault.indexer.store import UNREADABLE, damaged
 from aivault.protocol import DegradedRoot
 from aivault.query import sql as q
+from aivault.redact import REDACTED_SKIP
 
 
 @contextmanager
@@ -63,18 +64,22 @@ def index_counts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             disk = {}
         row = one(cur, q.COUNT_SESSIONS)
         skipped: dict[str, dict[str, int]] = {}
+        redactions: dict[str, int] = {}
         for agent, malformed, oversized, maps in cur.execute(q.SELECT_SKIPS).fetchall():
-            reasons = skip_reasons(malformed, oversized, maps)
+            reasons = skip_reasons(malformed, oversized, maps, redactions)
             if reasons:
                 skipped[str(agent)] = reasons
         repairs = repair_journal(cur)
     finally:
         cur.close()
-    return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "disk": disk, "repairs": repairs}
+    return {"sessions": int(row[0]) if row else 0, "skipped": skipped, "redactions": redactions, "disk": disk,
+            "repairs": repairs}
 
 
-def skip_reasons(malformed: int | None, oversized: int | None, maps: list[str] | None) -> dict[str, int]:
-    """What was left out, by reason: the files' two counted columns and their ``skips`` maps (JSON) summed."""
+def skip_reasons(malformed: int | None, oversized: int | None, maps: list[str] | None,
+                 redactions: dict[str, int] | None = None) -> dict[str, int]:
+    """What was left out, by reason: the files' two counted columns and their ``skips`` maps (JSON) summed.
+    The secrets replaced (``redacted:<kind>`` entries: nothing was left out) are added to ``redactions``."""
     reasons: dict[str, int] = {}
     if malformed:
         reasons["malformed-line"] = int(malformed)
@@ -82,6 +87,11 @@ def skip_reasons(malformed: int | None, oversized: int | None, maps: list[str] |
         reasons["line-too-long"] = int(oversized)
     for text in maps or []:
         for k, v in json.loads(text).items():
+            if k.startswith(REDACTED_SKIP):
+                if redactions is not None:
+                    kind = k[len(REDACTED_SKIP):]
+                    redactions[kind] = redactions.get(kind, 0) + int(v)
+                continue
             reasons[k] = reasons.get(k, 0) + int(v)
     return reasons
 

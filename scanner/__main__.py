@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -25,6 +26,7 @@ from aivault.ingest import (
     IngestMessage,
     PassDone,
 )
+from aivault.redact import Redactor
 from aivault.scanner.discover import Root, default_roots, parse_root_spec
 from aivault.scanner.link import IngestLink
 from aivault.scanner.scan import Scanner
@@ -48,6 +50,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     help="also read files as soon as they change (file-system events), between the indexer's passes")
     ap.add_argument("--bulk", action="store_true",
                     help="a one-shot bulk load: batches BULK_BATCH_SCALE times larger (fewer, cheaper commits)")
+    ap.add_argument("--no-redact", action="store_true",
+                    help="index texts as they are, secrets included (config.json redact.enabled false)")
+    ap.add_argument("--redact-allow", action="append", default=[], metavar="REGEX",
+                    help="keep a found secret this regular expression matches (a known false positive; repeatable)")
     return ap.parse_args(argv)
 
 
@@ -135,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         heap.tune_for_bulk("scanner")  # its batches' large buffers (aivault/heap.py)
     link = IngestLink(args.connect, parent=parent,
                 max_inflight=BULK_MAX_INFLIGHT_BATCHES if args.bulk else MAX_INFLIGHT_BATCHES)
+    try:
+        redactor = None if args.no_redact else Redactor(args.redact_allow)
+    except re.error as exc:
+        print(f"scanner: --redact-allow is not a regular expression: {exc}", file=sys.stderr)
+        return 2
     scanner = Scanner(link, roots, shard=shard, shards=shards, token=args.token,
-                      batch_scale=BULK_BATCH_SCALE if args.bulk else 1)
+                      batch_scale=BULK_BATCH_SCALE if args.bulk else 1, redactor=redactor, raw=args.no_redact)
     watcher = Watcher(roots, enabled=args.watch)
     pending: deque[IngestMessage] = deque()
     hints: set[str] | None = None  # what the watcher saw change, not yet read

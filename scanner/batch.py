@@ -21,6 +21,7 @@ from aivault.ingest import (
     Title,
     encode_batch,
 )
+from aivault.redact import REDACTED_SKIP, Redactor
 from aivault.scanner.model import Message, SessionInfo
 from aivault.text import Tokenizer, chunk_text, tool_index_text
 
@@ -41,10 +42,11 @@ class BatchBuilder:
     """Accumulates file parts until the batch reaches its message or byte bound (``scale`` times
     the protocol's: BULK_BATCH_SCALE for a bulk load)."""
 
-    def __init__(self, tokenizer: Tokenizer, scale: int = 1) -> None:
+    def __init__(self, tokenizer: Tokenizer, scale: int = 1, redactor: Redactor | None = None) -> None:
         self.tok = tokenizer
         self.max_messages = BATCH_MAX_MESSAGES * scale
         self.max_bytes = BATCH_MAX_BYTES * scale
+        self.redactor = redactor  # None: index the text raw (config.json redact.enabled false)
         self._reset()
 
     def _reset(self) -> None:
@@ -65,6 +67,7 @@ class BatchBuilder:
         self.dropped_lines = 0
         self.record_left = RECORD_TEXT_MAX_BYTES
         self.record_cut = False
+        self.redacted: dict[int, dict[str, int]] = {}  # file part index -> secrets replaced, by kind
 
     @property
     def empty(self) -> bool:
@@ -102,6 +105,12 @@ class BatchBuilder:
         """Chunk, tokenize and add one message; False when the record's text budget cut it."""
         self.messages += 1
         text = msg.text
+        if self.redactor is not None:  # before anything is cut or chunked: a secret is replaced whole
+            text, found = self.redactor.redact(text)
+            if found:
+                counts = self.redacted.setdefault(file_idx, {})
+                for secret, n in found.items():
+                    counts[secret] = counts.get(secret, 0) + n
         if msg.kind in ("tool_call", "tool_result"):
             text, dropped = tool_index_text(text)
             self.dropped_lines += dropped
@@ -131,6 +140,22 @@ class BatchBuilder:
             self.c_text.append(piece)
             self.bytes += size + 8 * length
         return not self.record_cut
+
+    def redacted_skips(self, file_idx: int) -> dict[str, int]:
+        """The secrets replaced in a file part, as its ``skips`` entries ``redacted:<kind>`` (counted with
+        the file, so a file read again replaces its counts instead of adding to them)."""
+        return {f"{REDACTED_SKIP}{k}": n for k, n in self.redacted.pop(file_idx, {}).items()}
+
+    def session(self, info: SessionInfo) -> SessionMeta:
+        """The session's metadata for the batch, its title redacted."""
+        meta = session_dict(info)
+        if self.redactor is not None and meta["title"]:
+            meta["title"] = self.redactor.redact_text(meta["title"])
+        return meta
+
+    def title(self, agent: str, session_id: str, name: str) -> Title:
+        """A side title (an agent's own name for a session), redacted."""
+        return Title(agent, session_id, self.redactor.redact_text(name) if self.redactor is not None else name)
 
     def finish(self, seq: int, epoch: int) -> tuple[Batch, list[bytes]]:
         """The batch's header and payload frames; the builder is empty afterwards."""

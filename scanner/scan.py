@@ -33,12 +33,12 @@ from aivault.ingest import (
     Hello,
     Progress,
     State,
-    Title,
     shard_of,
 )
 from aivault.protocol import PROTOCOL_VERSION
+from aivault.redact import Redactor
 from aivault.scanner.agents import SPECS
-from aivault.scanner.batch import BatchBuilder, session_dict
+from aivault.scanner.batch import BatchBuilder
 from aivault.scanner.link import IngestLink
 from aivault.scanner.model import Parser
 from aivault.scanner.parsers.jsonutil import loads_line
@@ -122,15 +122,17 @@ def unchanged(found: Found, rec: FileState) -> bool:
 
 class Scanner:
     def __init__(self, link: IngestLink, roots: list[Root], *, shard: int = 0, shards: int = 1, token: str = "",
-                 batch_scale: int = 1) -> None:
+                 batch_scale: int = 1, redactor: Redactor | None = None, raw: bool = False) -> None:
         self.link = link
+        # Every text is redacted before it is indexed (aivault/redact.py) unless config.json turns it off.
+        self.redactor = None if raw else (redactor or Redactor())
         self.batch_scale = batch_scale  # BULK_BATCH_SCALE when started for a bulk load
         self.token = token
         self.roots = roots
         self.shard = shard
         self.shards = shards
         self.tok = Tokenizer()
-        self.builder = BatchBuilder(self.tok, batch_scale)
+        self.builder = BatchBuilder(self.tok, batch_scale, self.redactor)
         self.known: dict[str, FileState] = {}
         self.by_inode: dict[tuple[int, int], str] = {}
         self.states: dict[str, bytes] = {}
@@ -158,7 +160,7 @@ class Scanner:
         self.index_sigs.clear()
         self.dirs.clear()
         self.tok = Tokenizer()
-        self.builder = BatchBuilder(self.tok, self.batch_scale)
+        self.builder = BatchBuilder(self.tok, self.batch_scale, self.redactor)
         for page in pages:
             state = cast(State, page.header)
             self.epoch = state.get("epoch", self.epoch)
@@ -436,12 +438,13 @@ class Scanner:
         skips = {k: v - part.extra0.get(k, 0) for k, v in parser.stats.extra.items() if v != part.extra0.get(k, 0)}
         if part.record_cut:
             skips["record-cut"] = part.record_cut
+        skips.update(self.builder.redacted_skips(part.idx))
         fp.update({
             "end": end,
             "head_len": head_len,
             "head_hash": edges_fingerprint(src, head_len, end),
             "state": state_blob,
-            "session": session_dict(parser.session),
+            "session": self.builder.session(parser.session),
             "malformed": parser.stats.malformed - part.malformed0,
             "oversized": part.read.oversized,
             "skips": skips,
@@ -492,7 +495,7 @@ class Scanner:
         reset = rec is None or rec.expired or rec.mtime_ns != unit.signature or rec.offset > total \
             or (rec.dev, rec.ino) != (found.dev, found.ino)
         start = 0 if reset or rec is None else rec.offset
-        info = session_dict(unit.session)
+        info = self.builder.session(unit.session)
         info["message_count"] = total
         stats.bytes_done += found.size
         # A unit the agent moved to a new name (Gemini's session-*.json resumed as .jsonl) replaces
@@ -509,6 +512,7 @@ class Scanner:
         def close_part(idx: int, end: int, skips: dict[str, int]) -> None:
             fp = self.builder.files[idx]
             state_blob = packb({"v": 1})
+            skips.update(self.builder.redacted_skips(idx))
             fp.update({"end": end, "head_len": 0, "head_hash": 0, "state": state_blob, "session": info,
                        "malformed": skips.pop("malformed-record", 0), "oversized": 0, "skips": skips})
             self.builder.add_header_bytes(len(state_blob))
@@ -552,7 +556,7 @@ class Scanner:
                 continue
             for sid, name in pairs:
                 if self.sent_titles.get((root.agent, sid)) != name:
-                    self.builder.titles.append(Title(root.agent, sid, name))
+                    self.builder.titles.append(self.builder.title(root.agent, sid, name))
                     self.builder.add_header_bytes(len(sid) + len(name) + 16)
                     self.sent_titles[(root.agent, sid)] = name
                     if self.builder.full:

@@ -103,12 +103,15 @@ def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
     # but a user asking "is my index sound?" should see it here as in `aivault status`.
     stats = conn.call(METHOD_STATS, {}) if conn.mode == "daemon" else conn.direct_counts()
     repairs = (stats or {}).get("repairs") or {"count": 0, "latest": []}
+    from aivault.config import redact_settings
+
     return {"mode": conn.mode, "home": str(home.path), "agents": agents, "warnings": warnings, "repairs": repairs,
+            "redaction": {"enabled": redact_settings(home).enabled, "counts": (stats or {}).get("redactions") or {}},
             "ok": not silent}
 
 
 def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
-    from aivault.thin.render import Style, repair_lines, skip_lines
+    from aivault.thin.render import Style, redaction_line, repair_lines, skip_lines
 
     result = examine(home, args)
     if args.json:
@@ -126,6 +129,10 @@ def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
                   f"{r['indexed']['sessions']:,} session(s) indexed")
             for line in skip_lines({agent["agent"]: r["skipped"]} if r["skipped"] else {}):
                 print(f"    not indexed: {line.partition(': ')[2]}")
+    print()
+    if not result["redaction"]["enabled"]:
+        print("warning: secret redaction is off (config.json redact.enabled false): secrets are indexed as written")
+    print(redaction_line(result["redaction"]["counts"]) or "secrets redacted: none found")
     if result["repairs"]["count"]:
         print()
         repair_lines(result["repairs"], Style(sys.stdout), sys.stdout)

@@ -167,6 +167,15 @@ def print_debug(debug: dict[str, Any], out: TextIO = sys.stdout) -> None:
                       f"{t.get('vectorRank') or '-'} ({t.get('reason', 'ranked lower')})"), file=out)
 
 
+def redaction_line(counts: dict[str, int] | None) -> str | None:
+    """How many secrets the index holds as markers instead, by kind (never the values)."""
+    if not counts:
+        return None
+    total = sum(counts.values())
+    kinds = ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"secrets redacted: {total:,} ({kinds}); search \"redacted\" to find where"
+
+
 def print_host_lines(hosts: list[dict[str, Any]], out: TextIO = sys.stdout) -> None:
     """Under a merged search: one line per host that gave no part of the list, and which hosts answered."""
     st = Style(out)
@@ -226,6 +235,9 @@ def print_status(status: dict[str, Any], stats: dict[str, Any] | None, mode: str
             print(disk, file=out)
         for line in skip_lines(stats.get("skipped") or {}):
             print(st(DIM, f"  not indexed: {line}"), file=out)
+        redacted = redaction_line(stats.get("redactions"))
+        if redacted:
+            print(st(DIM, f"  {redacted}"), file=out)
         if stats.get("writeError"):
             print(st(RED, f"  {stats['writeError']}"), file=out)
         repair_lines(stats.get("repairs"), st, out)
