@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aivault.errors import ConfigInvalid
 from aivault.home import Home, models_dir
+from aivault.redact import Policy
 
 if TYPE_CHECKING:
     from aivault.embed import Embedder
@@ -66,19 +66,12 @@ def embedder_factory(home: Home) -> Callable[[], Embedder] | None:
     return make
 
 
-@dataclass(frozen=True, slots=True)
-class RedactSettings:
-    """``"redact": {"enabled": true, "allow": [regex, ...]}``: index-time secret redaction (on unless turned
-    off) and the patterns of a user's own false positives (a found value any of them matches is kept)."""
-
-    enabled: bool = True
-    allow: tuple[str, ...] = ()
-
-
-def redact_settings(home: Home) -> RedactSettings:
+def redact_settings(home: Home) -> Policy:
+    """``"redact": {"enabled": true, "allow": [regex, ...]}``: secret redaction (on unless turned off) and the
+    patterns of a user's own false positives (a found value any of them matches is kept)."""
     raw = load(home).get("redact")
     if raw is None:
-        return RedactSettings()
+        return Policy()
     if not isinstance(raw, dict) or set(raw) - {"enabled", "allow"}:
         raise ConfigInvalid(f"{home.config_path}: 'redact' must be an object with 'enabled' (true or false) and "
                             "'allow' (a list of regular expressions)")
@@ -93,4 +86,4 @@ def redact_settings(home: Home) -> RedactSettings:
             re.compile(pattern)
         except re.error as exc:
             raise ConfigInvalid(f"{home.config_path}: redact.allow[{i}] is not a regular expression: {exc}") from exc
-    return RedactSettings(enabled, tuple(allow))
+    return Policy(enabled, tuple(allow))

@@ -22,14 +22,13 @@ that have one.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
-
-import re2
 
 MARKER_PREFIX: Final = "[REDACTED:"
 # A file's count of secrets replaced travels and is kept with its skips, under this prefix and the kind.
@@ -55,10 +54,10 @@ _PEM_END = r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 # Most specific first: where two rules match the same characters, the earlier one names the kind.
 RULES: Final[tuple[Rule, ...]] = (
     # A PEM private key, its lines real or JSON-escaped (\n), its END line or as far as base64 goes.
-    Rule("private-key", r"(" + _PEM_BEGIN + r"(?:[A-Za-z0-9+/= \t\r\n]|\\[nrt]|Proc-Type:[^\r\n\\]*|"
+    Rule("private-key", r"(" + _PEM_BEGIN + r"(?:[A-Za-z0-9+/= \t\r\n]|\\+[nrt]|Proc-Type:[^\r\n\\]*|"
                         r"DEK-Info:[^\r\n\\]*)*(?:" + _PEM_END + r")?)"),
     Rule("aws-access-key", r"\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b"),
-    Rule("aws-secret-key", r"(?i:aws_?secret_?(?:access_?)?key)[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"
+    Rule("aws-secret-key", r"(?i:aws_?secret_?(?:access_?)?key)\\*[\"']?\s*[:=]\s*\\*[\"']?([A-Za-z0-9/+=]{40})"
                            r"(?:[^A-Za-z0-9/+=]|$)"),
     Rule("github-fine-grained-token", r"\b(github_pat_[A-Za-z0-9_]{82})\b"),
     Rule("github-token", r"\b((?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36})\b"),
@@ -82,12 +81,13 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("jwt", r"\b(eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{10,})"),
     # user:password@ in a URL (postgres://, mysql://, redis://, amqp://, https://): the password only.
     Rule("url-password", r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s/:@'\"<>]{1,128}:([^\s/@'\"<>$%{}]{1,256})@[A-Za-z0-9.\[\]-]"),
-    Rule("bearer-token", r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|token|bot)\s+([A-Za-z0-9._~+/-]{8,}=*)"),
-    Rule("basic-auth", r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:basic)\s+([A-Za-z0-9+/]{8,}={0,2})"),
+    Rule("bearer-token", r"(?i:authorization)\\*[\"']?\s*[:=]\s*\\*[\"']?(?i:bearer|token|bot)\s+"
+                         r"([A-Za-z0-9._~+/-]{8,}=*)"),
+    Rule("basic-auth", r"(?i:authorization)\\*[\"']?\s*[:=]\s*\\*[\"']?(?i:basic)\s+([A-Za-z0-9+/]{8,}={0,2})"),
     Rule("bearer-token", r"\b(?i:bearer)\s+([A-Za-z0-9._~+/-]{20,}=*)", entropy=True),
     # KEY=value, "key": "value", key: value where the key names a secret and the value looks random.
-    Rule("secret-assignment", r"(?i:[a-z0-9_.-]*" + _KEYWORD + r"[a-z0-9_.-]*)[\"']?\s*(?::=|=>|[:=])\s*[\"']?"
-                              r"([^\s\"'`,;{}()<>\[\]|:][^\s\"'`,;{}()<>\[\]|]{7,255})", entropy=True),
+    Rule("secret-assignment", r"(?i:[a-z0-9_.-]*" + _KEYWORD + r"[a-z0-9_.-]*)\\*[\"']?\s*(?::=|=>|[:=])\s*\\*[\"']?"
+                              r"([^\s\"'`,;{}()<>\[\]|:\\][^\s\"'`,;{}()<>\[\]|\\]{7,255})", entropy=True),
 )
 
 # One pattern that any text holding a candidate matches (a superset of the rules' starts): a text it
@@ -96,7 +96,7 @@ _TRIGGER: Final = (
     r"-----BEGIN|A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|(?i:aws_?secret)|github_pat_|gh[pousr]_|gl(?:pat|dt|ptt|rt|cbt|oas|ft)-|"
     r"hooks\.slack\.com|xox[abposre]-|xapp-|[rs]k_(?:live|test|prod)_|sk-|hf_|npm_|pypi-|SK[0-9a-fA-F]{32}|SG\.|"
     r"AIza|GOCSPX-|\dQ~|(?i:accountkey|sharedaccesskey)=|eyJ|://[^\s/:@]{1,128}:[^\s/@]{1,256}@|(?i:authorization|bearer)|"
-    r"(?i:" + _KEYWORD + r")[A-Za-z0-9_.-]*[\"']?\s*(?::=|=>|[:=])\s*[\"']?[^\s\"'`,;{}()<>\[\]|:]"
+    r"(?i:" + _KEYWORD + r")[A-Za-z0-9_.-]*\\?\\*[\"']?\s*(?::=|=>|[:=])\s*\\?\\*[\"']?[^\s\"'`,;{}()<>\[\]|:]"
 )
 
 # Values of a key=value rule that are references or placeholders, not secrets.
@@ -146,6 +146,8 @@ class Redactor:
     positives match; a found value any of them matches is kept. ``redact`` is thread-safe."""
 
     def __init__(self, allow: Sequence[str] = ()) -> None:
+        import re2  # here, not at the top: the thin client's paths import this module's policy only
+
         self.allow = tuple(re.compile(a) for a in allow)
         self._trigger = re2.compile(_TRIGGER)
         self._rules = tuple(_Compiled(r.kind, re2.compile(r.pattern), r.entropy) for r in RULES)
@@ -190,8 +192,8 @@ class Redactor:
                 if end <= start or (rule.entropy and not _random_enough(value)):
                     continue
                 if rule.kind == "private-key":  # the block, not the blank or the escaped newline after it
-                    while value.endswith(("\\n", "\\r", "\\t")) or value[-1:].isspace():
-                        value = value[:-2] if value[-2:-1] == "\\" else value[:-1]
+                    while value.endswith(("\\n", "\\r", "\\t", "\\")) or value[-1:].isspace():
+                        value = value[:-2] if value[-2:-1] == "\\" and value[-1] != "\\" else value[:-1]
                     end = start + len(value)
                 if any(a.search(value) for a in self.allow):
                     continue
@@ -203,6 +205,29 @@ class Redactor:
                 continue  # inside (or across) a secret already replaced
             kept.append((start, end, kind))
         return kept
+
+
+@functools.lru_cache(maxsize=8)
+def shared(allow: tuple[str, ...] = ()) -> Redactor:
+    """One redactor per allow-list for the whole process (building one compiles every pattern, ~8 ms)."""
+    return Redactor(allow)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Whether texts are redacted (config.json ``redact.enabled``, on unless turned off) and the user's
+    allow-list. What a service applies to the texts it shows; index time takes the same settings."""
+
+    enabled: bool = True
+    allow: tuple[str, ...] = ()
+
+    def redactor(self) -> Redactor | None:
+        return shared(self.allow) if self.enabled else None
+
+
+def for_remote(text: str) -> str:
+    """``text`` as a relay or paired client may see it: redacted whatever this machine's settings say."""
+    return shared().redact_text(text) if text else text
 
 
 def merge_counts(into: dict[str, int], counts: Iterable[tuple[str, int]]) -> None:

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 # 2: words are stemmed (English Snowball) on both sides.
-TOKENIZER_VERSION = 2
+# 3: the indexed text is redacted (aivault/redact.py): an index of version 2 may hold secrets, so it is
+#    emptied and read again like one another tokenizer cut (indexer/store.reindex_if_stale).
+TOKENIZER_VERSION = 3
 
 # A chunk is the unit of retrieval and of snippets. About a screenful of prose: long enough
 # for BM25 to see context, short enough that a snippet is near its match.

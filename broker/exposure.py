@@ -4,8 +4,9 @@ The transport is the *authenticated* kind of the client (never a locality flag t
 carries). Desktop IPC and same-machine runtime RPC see full diagnostics; relay and paired
 clients see each degraded root's reason replaced by a fixed sentence (the array keeps its
 length, so the count stays true), because a raw reason holds host paths. Hits keep their
-metadata and snippets on every authenticated transport — there is no redactor for transcript
-content — except that a missing Codex home is omitted from the resume command's environment.
+metadata and snippets on every authenticated transport, except that a missing Codex home is omitted
+from the resume command's environment, and that off this machine every title, snippet and message
+text passes the secret detector (aivault/redact.py) whatever this machine's redaction settings.
 """
 
 from __future__ import annotations
@@ -42,8 +43,18 @@ def redact_status(status: Mapping[str, Any], transport: Transport) -> dict[str, 
 
 
 def redact_for_transport(hit: Mapping[str, Any], transport: Transport) -> dict[str, Any]:
-    """The hit as a client on ``transport`` may see it (applied by senders and receivers alike)."""
+    """The hit as a client on ``transport`` may see it (applied by senders and receivers alike). Off this
+    machine, the title and snippet pass the secret detector whatever this machine's redaction settings
+    (aivault/redact.py): a relay or paired client never sees a secret, even from an index built raw."""
     out = dict(hit)
+    if transport not in FULL_DIAGNOSTICS:
+        from aivault.redact import for_remote
+
+        if isinstance(out.get("title"), str):
+            out["title"] = for_remote(out["title"])
+        evidence = out.get("evidence")
+        if isinstance(evidence, dict) and isinstance(evidence.get("snippet"), str):
+            out["evidence"] = {**evidence, "snippet": for_remote(evidence["snippet"])}
     cmd = out.get("resumeCommand")
     if transport not in FULL_DIAGNOSTICS and isinstance(cmd, str) and "CODEX_HOME=" in cmd:
         # A Codex home that only exists on the remote machine means nothing to the client.
@@ -80,4 +91,8 @@ def redact_read(result: Mapping[str, Any], transport: Transport) -> dict[str, An
     session = result.get("session")
     if transport in FULL_DIAGNOSTICS or not isinstance(session, dict):
         return dict(result)
-    return {**result, "session": redact_for_transport(session, transport)}
+    from aivault.redact import for_remote
+
+    messages = [{**m, "text": for_remote(m["text"])} if isinstance(m, dict) and isinstance(m.get("text"), str)
+                else m for m in result.get("messages") or []]
+    return {**result, "session": redact_for_transport(session, transport), "messages": messages}

@@ -51,6 +51,7 @@ from aivault.query.request import SearchRequest
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 from aivault.indexer.duck import one
+from aivault.redact import Policy
 from aivault.text import TOKENIZER_VERSION, query_terms
 
 _log = log.get("query.engine")
@@ -102,8 +103,11 @@ class Engine:
     def __init__(self, con: duckdb.DuckDBPyConnection, key: bytes, *, lock: SegmentLock | None = None,
                  committed_generation: Callable[[], int | None] | None = None,
                  vectors: VectorSource | None = None, postings: Any = None, fence: WriteFence | None = None,
-                 activity: SearchGate | None = None) -> None:
+                 activity: SearchGate | None = None, redaction: Policy | None = None) -> None:
         self._con = con
+        # Display-time secret redaction of every snippet and title shown (aivault/redact.py): the second
+        # line behind index-time redaction, for an index built before a rule existed.
+        self.redaction = redaction or Policy()
         # The process's write fence (the daemon: every write goes through this connection's process)
         # and the snapshot rows read under its token; None: every search reads them.
         self._fence = fence
@@ -313,7 +317,7 @@ class Engine:
                 rows = [(f.sess, f.score, f.chunk) for f in fused[offset : offset + req.limit + 1]]
             has_more = len(rows) > req.limit
             rows = rows[: req.limit]
-            page_hits, cut = hits.assemble(cur, req, plan, rows, snap.postings)
+            page_hits, cut = hits.assemble(cur, req, plan, rows, snap.postings, redactor=self.redaction.redactor())
             trace = hits.trace(cur, rows, fused, offset, plan.ranks) if req.debug else None
             duration = (time.perf_counter() - t0) * 1000
             if self.assembly_hook is not None:

@@ -442,7 +442,7 @@ def page(engine: Engine, req: SearchRequest, plan: dict[str, Any], offset: int, 
             return _stale_answer(snap)
         route = str(plan["route"])
         p, rows = _rank(cur, snap, req, plan, offset, count)
-        page_hits, cut = hits.assemble(cur, req, p, rows, snap.postings)
+        page_hits, cut = hits.assemble(cur, req, p, rows, snap.postings, redactor=engine.redaction.redactor())
     now = engine.committed_generation()
     if now is not None and now != snap.generation:
         return _stale_answer(snap, now)
@@ -529,7 +529,8 @@ def hits_of(engine: Engine, req: SearchRequest, plan: dict[str, Any], rows: list
         p = Plan("hybrid", [str(t) for t in plan["terms"]], repaired=dict(plan["repaired"]))
         kept: list[int] = []
         page_hits, cut = hits.assemble(cur, req, p, [(int(s), float(score), None if c is None else int(c))
-                                                     for s, score, c in rows], snap.postings, kept)
+                                                     for s, score, c in rows], snap.postings, kept,
+                                       redactor=engine.redaction.redactor())
     now = engine.committed_generation()
     if now is not None and now != snap.generation:
         return _stale_answer(snap, now)

@@ -14,12 +14,15 @@ from aivault.query.hybrid import CUT_REPORTED, Fused, trace_entry
 from aivault.query.records import Plan, Row
 from aivault.query.request import SearchRequest
 from aivault.query.snippets import Matcher, make_snippet
+from aivault.redact import Redactor
 
 
 def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
-             rows: list[Row], postings: Any = None, kept: list[int] | None = None) -> tuple[list[Hit], int]:
+             rows: list[Row], postings: Any = None, kept: list[int] | None = None, *,
+             redactor: Redactor | None = None) -> tuple[list[Hit], int]:
     """The hits of ``rows`` in their order, and how many snippets were cut; ``kept``, when given, receives
-    the internal session id of each hit.
+    the internal session id of each hit. ``redactor``: each title and evidence text is redacted before the
+    snippet is cut from it (aivault/redact.py; None: shown as indexed).
 
     A session deleted since it was ranked has no metadata row and is left out, rather than
     answered with holes.
@@ -48,13 +51,16 @@ def assemble(cur: duckdb.DuckDBPyConnection, req: SearchRequest, plan: Plan,
             continue
         evidence: Evidence | None = None
         c = chunks.get(chunk) if chunk is not None else None
+        title = m[3]
+        if redactor is not None and title:
+            title = redactor.redact_text(title)
         if c is not None:
-            snip = make_snippet(c[3], terms)
+            snip = make_snippet(c[3] if redactor is None else redactor.redact_text(c[3]), terms)
             cut += 1 if snip.cut else 0
             evidence = Evidence(snippet=snip.text, role=Role(int(c[1])).wire, timestamp=c[2])
         if kept is not None:
             kept.append(sess)
-        hits.append(Hit(agent=m[1], sessionId=m[2], title=m[3], cwd=m[4], branch=m[5], updatedAt=m[6],
+        hits.append(Hit(agent=m[1], sessionId=m[2], title=title, cwd=m[4], branch=m[5], updatedAt=m[6],
                         messageCount=int(m[7]), score=score, source="present" if m[9] else "unverifiable",
                         evidence=evidence, resumeCommand=m[8]))
     return hits, cut

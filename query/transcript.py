@@ -37,6 +37,7 @@ from aivault.protocol import (
 from aivault.query import sql
 from aivault.query.reports import reading
 from aivault.query.request import SCOPES, cut_query
+from aivault.redact import Redactor
 from aivault.text import query_terms
 
 DEFAULT_COUNT = 10
@@ -128,16 +129,21 @@ def _window(positions: list[int], req: ReadRequest, anchor: int | None) -> list[
     return positions[lo : lo + n]
 
 
-def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
-    """The answer, read in one snapshot of ``cur``'s database."""
+def read_messages(cur: duckdb.DuckDBPyConnection, req: ReadRequest, *, redactor: Redactor | None) -> ReadResult:
+    """The answer, read in one snapshot of ``cur``'s database; its title and texts redacted by ``redactor``
+    (aivault/redact.py; None: as indexed)."""
     cur.execute(sql.BEGIN_READ)
     try:
-        return _read(cur, req)
+        return _read(cur, req, redactor)
     finally:
         cur.execute(sql.END_READ)
 
 
-def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
+def _shown(redactor: Redactor | None, text: Any) -> Any:
+    return redactor.redact_text(text) if redactor is not None and isinstance(text, str) and text else text
+
+
+def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest, redactor: Redactor | None) -> ReadResult:
     gen = one(cur, sql.SELECT_GENERATION)
     rows = cur.execute(sql.SELECT_SESSION_BY_ID.format(agent=sql.SESSION_AGENT if req.agent else ""),
                        [req.session_id, *([req.agent] if req.agent else [])]).fetchall()
@@ -154,7 +160,8 @@ def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
     sess = int(m[0])
     scope = _scope_clause(req.scope)
     positions = [int(r[0]) for r in cur.execute(sql.SELECT_POSITIONS.format(scope=scope), [sess]).fetchall()]
-    session = SessionInfo(agent=m[1], sessionId=m[2], title=m[3], cwd=m[4], branch=m[5], updatedAt=m[6],
+    session = SessionInfo(agent=m[1], sessionId=m[2], title=_shown(redactor, m[3]), cwd=m[4], branch=m[5],
+                          updatedAt=m[6],
                           messageCount=int(m[7]), resumeCommand=m[8], source="present" if m[9] else "unverifiable")
     anchor = _anchor(cur, sess, scope, req)
     base = ReadResult(session=session, messages=[], anchor=anchor, total=len(positions), before=None, after=None,
@@ -169,7 +176,7 @@ def _read(cur: duckdb.DuckDBPyConnection, req: ReadRequest) -> ReadResult:
                       [limit, sess]).fetchall()
     messages: list[Message] = []
     for ord_, role, kind, ts, text, chars in got:
-        body = str(text or "")
+        body = _shown(redactor, str(text or ""))
         cut = len(body) > req.max_chars
         messages.append(Message(position=int(ord_), role=Role(int(role)).wire, kind=Kind(int(kind)).wire, timestamp=ts,
                                 text=body[: req.max_chars], truncated=cut, chars=int(chars or 0)))

@@ -55,6 +55,7 @@ from aivault.query.engine import Engine
 from aivault.query.reports import degraded_roots, index_counts, root_report, silent_roots
 from aivault.query.request import parse_request
 from aivault.query.transcript import ReadRequest, read_messages
+from aivault.redact import Policy
 from aivault.vault.endpoints import ShardRequest, shard_step
 
 _log = log.get("service")
@@ -188,6 +189,15 @@ class LocalService:
                               make_embedder=config.embedder_factory(self.home) if self.semantic else None,
                               bulk=self._bulk)
 
+    def _redaction(self) -> Policy:
+        """What is shown is redacted as config.json says (aivault/redact.py); a file that cannot be read keeps
+        redaction on, with the user's allow-list unknown."""
+        try:
+            return config.redact_settings(self.home)
+        except AivaultError as exc:
+            _log.warning("redaction settings unreadable: redacting everything shown", error=str(exc))
+            return Policy()
+
     def _new_engine(self) -> Engine:
         ix = self.indexer
 
@@ -200,7 +210,8 @@ class LocalService:
         postings = PostingsSidecars(self.home.db_path, self.con, ix.lock) if self.fast_postings else None
         # One gate counts the searches for the merges and for the background embedding.
         engine = Engine(self.con, self.home.key(), lock=ix.lock, committed_generation=committed, vectors=ix.vec,
-                        postings=postings, fence=WRITES, activity=ix.vec.gate if ix.vec is not None else None)
+                        postings=postings, fence=WRITES, activity=ix.vec.gate if ix.vec is not None else None,
+                        redaction=self._redaction())
         # A merge's output gets its sidecar before it is registered, and a merge sorts with fewer
         # threads while people search (indexer/merges.py).
         ix.merges.prepare = postings.prebuild if postings is not None else None
@@ -319,7 +330,7 @@ class LocalService:
                     _log.warning("the index cannot be opened for writing yet; searching it read-only",
                                  error=str(exc), retry_in_s=REOPEN_RETRY_S)
                     self.con = connect(self.home.db_path, read_only=True)
-                    self.engine = Engine(self.con, self.home.key())
+                    self.engine = Engine(self.con, self.home.key(), redaction=self._redaction())
                     self._move(Phase.READ_ONLY, "no writer could open the index")
                     return
                 self.indexer = self._new_indexer(meta)
@@ -485,7 +496,7 @@ class LocalService:
                        error=str(exc))
             self.outage = f"the index could not be opened for writing after a reclaim: {exc}"
             self.con = connect(self.home.db_path, read_only=True)
-            self.engine = Engine(self.con, self.home.key())
+            self.engine = Engine(self.con, self.home.key(), redaction=self._redaction())
             with self._reclaim_gate:
                 self._move(Phase.READ_ONLY, "no writer could open the reclaimed index")
             return
@@ -625,7 +636,7 @@ class LocalService:
         with self.lifecycle.shared():
             cur = self.con.cursor()
             try:
-                return read_messages(cur, req)
+                return read_messages(cur, req, redactor=self.engine.redaction.redactor())
             finally:
                 cur.close()
 

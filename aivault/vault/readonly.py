@@ -112,7 +112,7 @@ class DirectService:
     def _engine(self) -> Engine:
         make = config.embedder_factory(self.home)
         vectors = _DeferredVectors(self.home, self.con, make) if make is not None else None
-        return Engine(self.con, self.home.key(), vectors=vectors)
+        return Engine(self.con, self.home.key(), vectors=vectors, redaction=config.redact_settings(self.home))
 
     def search(self, params: Any) -> SearchResult:
         req = parse_request(params)
@@ -189,7 +189,7 @@ class DirectService:
             return unavailable("disabled")
         cur = self.con.cursor()
         try:
-            return read_messages(cur, req)
+            return read_messages(cur, req, redactor=self.engine.redaction.redactor())
         finally:
             cur.close()
 

@@ -77,6 +77,7 @@ def values(rnd: random.Random) -> dict[str, list[str]]:
         add("url-password", []).append(_r(rnd, ALNUM, 14) + "!")
         add("bearer-token", []).append(_r(rnd, ALNUM + "-._~", 40))
         add("secret-assignment", []).append(_r(rnd, ALNUM, 24))
+        add("basic-auth", []).append(base64.b64encode(f"deploy:{_r(rnd, ALNUM, 16)}".encode()).decode())
         add("private-key", []).append(_pem(rnd, rnd.choice(["RSA ", "EC ", "OPENSSH ", ""])))
     return out
 
@@ -98,6 +99,9 @@ def samples(seed: int = 7) -> list[Sample]:
             elif kind == "bearer-token":
                 text = (f'curl -H "Authorization: Bearer {v}" https://api.example.com/v1/items' if i % 2
                         else f'{{"headers": {{"authorization": "Bearer {v}"}}}}')
+            elif kind == "basic-auth":
+                text = (f"curl -H 'Authorization: Basic {v}' https://ci.example.com/api" if i % 2
+                        else f'{{"Authorization": "Basic {v}"}}')
             elif kind == "secret-assignment":
                 key = ["API_KEY", "DB_PASSWORD", "client_secret", "SESSION_SECRET", "apiKey", "auth_token"][i]
                 text = [f"{key}={v}", f'  "{key}": "{v}",', f"{key}: {v}", f"export {key}='{v}'",
