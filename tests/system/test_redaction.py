@@ -23,8 +23,8 @@ import pytest
 from aivault import policy
 from aivault.broker.exposure import redact_for_transport, redact_read
 from aivault.home import Home, write_private
+from aivault.query.transcript import read_session
 from aivault.text import query_terms
-from aivault.vault.endpoints import read_session
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.builders.gemini import GeminiWriter
 from tests.builders.qwen import QwenWriter
@@ -186,8 +186,8 @@ def test_an_index_built_raw_shows_secrets_locally_only_and_not_once_redaction_is
     with InprocDaemon(home, roots) as d:
         [hit] = d.search("otterwhisker")["hits"]
         assert secret.secret not in json.dumps(hit) and "[REDACTED:github-token]" in hit["evidence"]["snippet"]
-        read = json.dumps(dict(read_session(d.service, {"sessionId": hit["sessionId"]})))
-        assert secret.secret not in read
+        shown = json.dumps(dict(read_session(d.service, {"sessionId": hit["sessionId"]})))
+        assert secret.secret not in shown
 
 
 def test_a_pathological_line_is_indexed_and_its_secret_redacted(tmp_path: Path) -> None:
