@@ -71,13 +71,15 @@ def fake_relay_command(mode: str, marker: Path | None = None) -> str:
     return shlex.join(["env", f"PYTHONPATH={REPO}", *args])
 
 
-def indexed_machine(home_dir: Path, user: Path, claude: Path, roots: list[str], *, relay: bool) -> Remote:
-    """Another machine's side: a data directory at ``home_dir`` (consent on, lexical only) indexed over
-    ``roots`` (AGENT=PATH), its user's HOME ``user``; relay consent as asked."""
+def indexed_machine(home_dir: Path, user: Path, claude: Path, roots: list[str], *, relay: bool,
+                    config: dict[str, Any] | None = None) -> Remote:
+    """Another machine's side: a data directory at ``home_dir`` (consent on, lexical only, and ``config``'s
+    keys in its config.json) indexed over ``roots`` (AGENT=PATH), its user's HOME ``user``; relay consent as
+    asked."""
     home = Home.resolve(home_dir).ensure()
     policy.save(home, policy.Policy(True, None))
     lexical_only(home)
-    cfg = json.loads(home.config_path.read_text())
+    cfg = {**json.loads(home.config_path.read_text()), **(config or {})}
     cfg["roots"] = roots
     write_private(home.config_path, json.dumps(cfg).encode())
     remote = Remote(home, user, claude)
@@ -100,16 +102,18 @@ def make_remote(base: Path, *, sessions: int = 3, relay: bool = True, word: str 
                            [f"claude={root}", f"codex={base / 'absent-codex' / 'sessions'}"], relay=relay)
 
 
-def remote_with(base: Path, writes: list[tuple[str, str]], *, relay: bool = True) -> Remote:
+def remote_with(base: Path, writes: list[tuple[str, str]], *, relay: bool = True,
+                config: dict[str, Any] | None = None) -> Remote:
     """A data directory indexed over its own Claude and Codex roots, one session per (agent, text) of
-    ``writes``; relay consent as asked."""
+    ``writes``; relay consent as asked; ``config``: more of its config.json."""
     claude, codex, user = base / "claude", base / "codex", base / "user"
     for d in (claude, codex, user):
         d.mkdir(parents=True, exist_ok=True)
     for agent, text in writes:
         w = ClaudeWriter(claude, cwd=f"{base}/w") if agent == "claude" else CodexWriter(codex, cwd=f"{base}/w")
         w.user(text)
-    return indexed_machine(base / "home", user, claude, [f"claude={claude}", f"codex={codex}"], relay=relay)
+    return indexed_machine(base / "home", user, claude, [f"claude={claude}", f"codex={codex}"], relay=relay,
+                           config=config)
 
 
 def make_client(base: Path) -> Home:

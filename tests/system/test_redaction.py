@@ -211,3 +211,91 @@ def test_a_pathological_line_is_indexed_and_its_secret_redacted(tmp_path: Path) 
         stats = d.service.stats()
         assert stats["redactions"].get("aws-access-key") == 1
         assert stats["skipped"]["claude"].get("record-cut") == 1
+
+
+def _one_of_each() -> list[Sample]:
+    seen: dict[str, Sample] = {}
+    for s in samples():
+        seen.setdefault(s.kind, s)
+    return list(seen.values())
+
+
+def test_the_web_page_and_mcp_show_no_secret_from_an_index_built_raw(tmp_path: Path) -> None:
+    """An index built with redaction off, then redaction turned back on: the web page's search and session
+    responses and the MCP server's search_sessions and read_session results (real processes) hold no secret
+    of any kind -- the second line, display-time redaction, catches what the index kept."""
+    import anyio
+
+    from tests.support.mcphttp import McpHttpProcess
+    from tests.support.webserver import WebProcess
+
+    roots = _roots(tmp_path / "t")
+    secrets = _one_of_each()
+    c = ClaudeWriter(roots["claude"], cwd="/home/dev/leaky")
+    for s in secrets:
+        c.user(f"quetzal check {s.kind}").tool("Bash", {"command": "cat .env"}, s.text)
+    c.title(f"quetzal {secrets[0].text}")
+    home = _raw_home(tmp_path / "home", roots)
+    args = ["index", "--no-default-roots", *[a for spec in (f"{k}={v}" for k, v in roots.items())
+                                             for a in ("--root", spec)]]
+    from tests.support.common import run_cli
+
+    run_cli(home.path, *args, check=True)
+    raw = run_cli(home.path, "rpc", "aiVault.readSession", json.dumps({"sessionId": c.session_id}), check=True)
+    assert secrets[0].secret in raw.stdout  # the index holds them: the test below can fail
+    cfg = json.loads(home.config_path.read_text())
+    cfg["redact"] = {"enabled": True}
+    write_private(home.config_path, json.dumps(cfg).encode())
+
+    def leaked(text: str) -> list[str]:
+        return [s.kind for s in secrets if s.secret in text]
+
+    web = WebProcess(home)
+    try:
+        _, _, found = web.request("GET", "/api/search?query=quetzal&limit=50")
+        _, _, read = web.request("GET", f"/api/session?id={c.session_id}&maxChars=200000")
+        assert found["hits"] and read["messages"], (found, read)
+        assert not leaked(json.dumps(found)) and not leaked(json.dumps(read))
+    finally:
+        web.stop()
+    server = McpHttpProcess(home)
+    try:
+        async def main() -> tuple[str, str]:
+            async with server.client() as client:
+                a = await client.call_tool("search_sessions", {"query": "quetzal", "limit": 50})
+                b = await client.call_tool("read_session", {"session_id": c.session_id, "max_chars": 200000})
+                return a.model_dump_json(), b.model_dump_json()
+
+        found_mcp, read_mcp = anyio.run(main)
+        assert "quetzal" in found_mcp and "REDACTED" in read_mcp
+        assert not leaked(found_mcp) and not leaked(read_mcp)
+    finally:
+        server.stop()
+
+
+def test_a_relay_never_sends_a_secret_even_from_a_raw_index(tmp_path: Path) -> None:
+    """A dev box indexed with redaction off answers its own searches raw, but what it sends a client over
+    ssh -- search hits and read_session -- holds no secret of any kind."""
+    from tests.support.common import run_cli
+    from tests.support.remotes import add_ssh, fake_ssh, make_client, remote_with
+
+    secrets = _one_of_each()
+    devbox = remote_with(tmp_path / "devbox", [("claude", f"wombat deploy {s.text}") for s in secrets],
+                         config={"redact": {"enabled": False}})
+    client = make_client(tmp_path)
+    add_ssh(client, "ssh:devbox", devbox.command(), fake_ssh(tmp_path))
+
+    def leaked(text: str) -> list[str]:
+        return [s.kind for s in secrets if s.secret in text]
+
+    own = run_cli(devbox.home.path, "rpc", "aiVault.searchSessions", json.dumps({"query": "wombat", "limit": 50}),
+                  check=True).stdout
+    assert leaked(own)  # its own answers are raw, as configured: the test below can fail
+    got = run_cli(client.path, "rpc", "aiVault.searchSessions", json.dumps({"query": "wombat", "limit": 50}),
+                  "--host", "ssh:devbox", check=True).stdout
+    hits = json.loads(got)["hits"]
+    assert len(hits) == len(secrets) and not leaked(got)
+    for h in hits:
+        read = run_cli(client.path, "rpc", "aiVault.readSession", json.dumps({"sessionId": h["sessionId"]}),
+                       "--host", "ssh:devbox", check=True).stdout
+        assert "wombat" in read and not leaked(read), leaked(read)
