@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from aivault.errors import ConfigInvalid
 from aivault.home import Home, models_dir
-from aivault.redact import Policy
 
 if TYPE_CHECKING:
     from aivault.embed import Embedder
+    from aivault.redact import Policy
 
 
 def load(home: Home) -> dict[str, Any]:
@@ -69,6 +69,8 @@ def embedder_factory(home: Home) -> Callable[[], Embedder] | None:
 def redact_settings(home: Home) -> Policy:
     """``"redact": {"enabled": true, "allow": [regex, ...]}``: secret redaction (on unless turned off) and the
     patterns of a user's own false positives (a found value any of them matches is kept)."""
+    from aivault.redact import Policy
+
     raw = load(home).get("redact")
     if raw is None:
         return Policy()

@@ -24,19 +24,36 @@ import pytest
 from aivault import policy
 from aivault.home import Home
 from bench.gen_corpus import generate
+from bench.redaction import seeded as secrets_seeded
 from tests.builders import ClaudeWriter
 from tests.support.common import REPO, answer, cli_env, lexical_only, pid_alive, root_args, run_cli, wait_until
 from tests.support.daemons import DaemonProcess, InprocDaemon, restart_and_stop_cleanly
 from tests.support.index import assert_same_index, fingerprint, generation_over_rpc
 
-MESSAGES = 60_000
+GENERATED = 60_000
+SECRET_EVERY = 300  # one real-looking secret appended per this many messages (redaction must survive a kill)
+MESSAGES = GENERATED + GENERATED // SECRET_EVERY
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
-    generate(out, MESSAGES, seed=7)
-    return out
+    generate(out / "plain", GENERATED, seed=7)
+    seeded, count = secrets_seeded(out / "plain", SECRET_EVERY)
+    assert count == GENERATED // SECRET_EVERY
+    return seeded
+
+
+def _redactions(db: Path) -> dict[str, int]:
+    """The secrets the index holds as markers, by kind (what `aivault status` shows)."""
+    from aivault.query.reports import index_counts
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        counts: dict[str, int] = index_counts(con)["redactions"]
+        return counts
+    finally:
+        con.close()
 
 
 def _root_args(corpus: Path) -> list[str]:
@@ -50,21 +67,29 @@ def _index(home: Path, corpus: Path, env: dict[str, str] | None = None) -> subpr
 
 
 @pytest.fixture(scope="module")
-def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Counter[tuple[Any, ...]], int, int]:
+def reference_db(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean index of the corpus, made in one uninterrupted run."""
     home = Home.resolve(tmp_path_factory.mktemp("ref") / "home").ensure()
     policy.save(home, policy.Policy(True, None))
     lexical_only(home)
     proc = _index(home.path, corpus)
     assert proc.returncode == 0, proc.stderr
-    fp = fingerprint(home.db_path)
+    return home.db_path
+
+
+@pytest.fixture(scope="module")
+def reference(reference_db: Path) -> tuple[Counter[tuple[Any, ...]], int, int]:
+    fp = fingerprint(reference_db)
     assert fp[2] == MESSAGES
     assert max(fp[0].values()) == 1, "the clean index itself holds a duplicate chunk"
+    assert sum(_redactions(reference_db).values()) >= GENERATED // SECRET_EVERY
     return fp
 
 
 def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
-        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
-    """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once."""
+        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int], reference_db: Path) -> None:
+    """The indexer respawns a SIGKILLed scanner, which resumes from committed offsets exactly once: the same
+    chunks, postings and secrets counted as a clean index."""
 
     root_specs = [f"claude={corpus}/claude/projects", f"codex={corpus}/codex/sessions",
                   f"codex={corpus}/codex/archived_sessions"]
@@ -81,11 +106,13 @@ def test_kill_9_of_the_scanner_mid_stream_loses_and_duplicates_nothing(
     assert_same_index(home.db_path, reference)
     restart_and_stop_cleanly(home, root_specs)
     assert_same_index(home.db_path, reference)
+    assert _redactions(home.db_path) == _redactions(reference_db)
 
 
 def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
-        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int]) -> None:
-    """A SIGKILLed `aivault index` leaves only committed batches; its scanner exits; a rerun completes."""
+        home: Home, corpus: Path, reference: tuple[Counter[tuple[Any, ...]], int, int], reference_db: Path) -> None:
+    """A SIGKILLed `aivault index` leaves only committed batches; its scanner exits; a rerun completes, with
+    the clean index's secrets counted once."""
     args = [sys.executable, "-m", "aivault.cli", "index", *_root_args(corpus)]
     proc = subprocess.Popen(args, env=cli_env(home.path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -110,6 +137,7 @@ def test_kill_9_of_the_indexer_mid_stream_loses_and_duplicates_nothing(
     rerun = _index(home.path, corpus)
     assert rerun.returncode == 0, rerun.stderr
     assert_same_index(home.db_path, reference)
+    assert _redactions(home.db_path) == _redactions(reference_db)
 
 
 def test_a_transcript_appended_to_while_it_is_indexed_ends_up_complete(home: Home, roots: dict[str, Path]) -> None:
