@@ -2,7 +2,7 @@
 
     python -m bench.redaction --messages 100000 [--rounds 2] [--every 500]
 
-A generated corpus gets one real-looking secret (tests/support/secrets.py, every kind in turn, as an
+A generated corpus gets one real-looking secret (tests/builders/secrets.py, every kind in turn, as an
 agent writes it: an env line, JSON, a curl command, a PEM block) appended to the transcript of one
 Claude session in ``every`` messages' worth -- a tool output where a key was printed. It is indexed by
 ``aivault index`` with redaction on and with it off (config.json ``redact.enabled``), the two alternated
@@ -29,7 +29,7 @@ from aivault import policy
 from aivault.home import Home, write_private
 from bench.common import corpus_for, env_for, pick_queries, root_args, time_queries
 from tests.builders.claude import tool_result
-from tests.support.secrets import samples
+from tests.builders.secrets import samples
 
 
 def seeded(corpus: Path, every: int) -> tuple[Path, int]:

@@ -1,7 +1,7 @@
 """Secrets never leave a transcript: redacted in the index and in every answer (issue 36).
 
 Four agents' real formats (Claude Code, Codex, Gemini CLI, Qwen Code) hold every labelled secret of
-tests/support/secrets.py -- in a prompt, a reply, a tool call's input, its output, a title, and the middle
+tests/builders/secrets.py -- in a prompt, a reply, a tool call's input, its output, a title, and the middle
 of a 300 kB line -- and a real daemon (scanner child, DuckDB) indexes them. None of a secret's characters is
 found by search (the whole value, or any distinctive word it tokenizes into), none is in a snippet, a
 read_session window, the index file's chunk texts, or an answer a paired client receives; the marker is
@@ -28,9 +28,9 @@ from aivault.text import query_terms
 from tests.builders import ClaudeWriter, CodexWriter
 from tests.builders.gemini import GeminiWriter
 from tests.builders.qwen import QwenWriter
+from tests.builders.secrets import Sample, samples
 from tests.support.common import lexical_only
 from tests.support.daemons import InprocDaemon
-from tests.support.secrets import Sample, samples
 
 PLACES = ("prompt", "reply", "tool-input", "tool-output", "title", "long-line")
 

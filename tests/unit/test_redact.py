@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from aivault.redact import KINDS, Redactor, marker
-from tests.support.secrets import clean_texts, samples
+from tests.builders.secrets import clean_texts, samples
 
 
 @pytest.fixture(scope="module")
