@@ -22,15 +22,21 @@ that have one.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
 
 MARKER_PREFIX: Final = "[REDACTED:"
+# Transcript lines screened in one pass (Redactor.screen): at most this many, or this many bytes.
+SCREEN_LINES: Final = 256
+SCREEN_BYTES: Final = 1 << 20
 # A file's count of secrets replaced travels and is kept with its skips, under this prefix and the kind.
 REDACTED_SKIP: Final = "redacted:"
 
@@ -91,12 +97,47 @@ RULES: Final[tuple[Rule, ...]] = (
 )
 
 # One pattern that any text holding a candidate matches (a superset of the rules' starts): a text it
-# does not match has nothing to redact. Kept to literal anchors so RE2 runs it as one DFA pass.
+# does not match has nothing to redact. It also holds on the JSON a transcript line is written in
+# (escaped quotes, \n, \/), so a scanner screens whole blocks of raw lines with one call
+# (``flag_lines``) and runs the rules only on the messages of the few lines it flags. A key named like a
+# secret counts only with a value that is not a number (``"input_tokens": 1234`` is everywhere).
 _TRIGGER: Final = (
     r"-----BEGIN|A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|(?i:aws_?secret)|github_pat_|gh[pousr]_|gl(?:pat|dt|ptt|rt|cbt|oas|ft)-|"
-    r"hooks\.slack\.com|xox[abposre]-|xapp-|[rs]k_(?:live|test|prod)_|sk-|hf_|npm_|pypi-|SK[0-9a-fA-F]{32}|SG\.|"
-    r"AIza|GOCSPX-|\dQ~|(?i:accountkey|sharedaccesskey)=|eyJ|://[^\s/:@]{1,128}:[^\s/@]{1,256}@|(?i:authorization|bearer)|"
-    r"(?i:" + _KEYWORD + r")[A-Za-z0-9_.-]*\\?\\*[\"']?\s*(?::=|=>|[:=])\s*\\?\\*[\"']?[^\s\"'`,;{}()<>\[\]|:]"
+    r"hooks\.slack\.com|xox[abposre]-|xapp-|[rs]k_(?:live|test|prod)_|(?:\b|\\[nrt])(?:sk-|hf_|npm_)|pypi-|"
+    r"SK[0-9a-fA-F]{32}|SG\.|AIza|GOCSPX-|\dQ~|(?i:accountkey|sharedaccesskey)=|eyJ|:\\?/\\?/[^\s/:@\"]+:[^\s/@\"]+@|"
+    r"(?i:authorization|bearer)|"
+    r"(?i:" + _KEYWORD + r")[A-Za-z0-9_.-]*\\*[\"']?(?:\s|\\[nrt])*(?::=|=>|[:=])(?:\s|\\[nrt])*\\*[\"']?"
+    r"[0-9]*[^\s0-9\"'`,;{}()<>\[\]|:\\]"
+)
+
+# What announces each rule in a text the screen flagged: the slow path finds the anchors present (one
+# pass, each anchor a capture group) and runs only the rules they name, not all of them. Plain
+# substrings, so each is a superset of where its rules can match; a key named like a secret stops at
+# its separator, so a value that is itself a token (``API_KEY=sk-proj-…``) announces its own rule too.
+ANCHORS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    (r"-----BEGIN", ("private-key",)),
+    (r"A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA", ("aws-access-key",)),
+    (r"(?i:aws_?secret)", ("aws-secret-key", "secret-assignment")),
+    (r"github_pat_", ("github-fine-grained-token",)),
+    (r"gh[pousr]_", ("github-token",)),
+    (r"gl(?:pat|dt|ptt|rt|cbt|oas|ft)-", ("gitlab-token",)),
+    (r"hooks\.slack\.com", ("slack-webhook",)),
+    (r"xox[abposre]-|xapp-", ("slack-token",)),
+    (r"[rs]k_(?:live|test|prod)_", ("stripe-key",)),
+    (r"sk-", ("anthropic-key", "openai-key")),
+    (r"hf_", ("huggingface-token",)),
+    (r"npm_", ("npm-token",)),
+    (r"pypi-", ("pypi-token",)),
+    (r"SK[0-9a-fA-F]{32}", ("twilio-key",)),
+    (r"SG\.", ("sendgrid-key",)),
+    (r"AIza", ("gcp-api-key",)),
+    (r"GOCSPX-", ("gcp-oauth-secret",)),
+    (r"\dQ~", ("azure-client-secret",)),
+    (r"(?i:accountkey|sharedaccesskey)=", ("azure-storage-key",)),
+    (r"eyJ", ("jwt",)),
+    (r"://", ("url-password",)),
+    (r"(?i:authorization|bearer)", ("bearer-token", "basic-auth")),
+    (r"(?i:" + _KEYWORD + r")[A-Za-z0-9_.-]*\\*[\"']?\s*(?::=|=>|[:=])", ("secret-assignment",)),
 )
 
 # Values of a key=value rule that are references or placeholders, not secrets.
@@ -150,7 +191,10 @@ class Redactor:
 
         self.allow = tuple(re.compile(a) for a in allow)
         self._trigger = re2.compile(_TRIGGER)
+        self._raw_trigger = re2.compile(_TRIGGER.encode())
         self._rules = tuple(_Compiled(r.kind, re2.compile(r.pattern), r.entropy) for r in RULES)
+        self._anchors = re2.compile("|".join(f"({a})" for a, _ in ANCHORS))
+        self._anchor_kinds = tuple(frozenset(kinds) for _, kinds in ANCHORS)
 
     def redact(self, text: str) -> tuple[str, Counter[str] | None]:
         """``text`` with every secret replaced by its marker, and the count by kind (None: nothing found,
@@ -182,9 +226,51 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         return self.redact(text)[0]
 
+    def flag_lines(self, lines: Sequence[bytes]) -> set[int]:
+        """The indices of the transcript lines (raw JSON bytes) that may hold a secret, screened in one
+        pass: the messages parsed from any other line need no detector."""
+        return _flagged(self._raw_trigger, lines, b"\n")
+
+    def screen(self, lines: Iterable[tuple[bytes | None, T]]) -> Iterator[tuple[bytes | None, T, bool]]:
+        """Each (raw line, anything) with whether the screen found nothing in the line, screened
+        SCREEN_LINES or SCREEN_BYTES at a time in one pass each: a fraction of screening every message
+        alone (the call, not the bytes, is what a short message costs)."""
+        block: list[tuple[bytes | None, T]] = []
+        size = 0
+        it = iter(lines)
+        while True:
+            for item in it:
+                block.append(item)
+                if item[0] is not None:
+                    size += len(item[0])
+                if size >= SCREEN_BYTES or len(block) >= SCREEN_LINES:
+                    break
+            if not block:
+                return
+            flagged = _flagged(self._raw_trigger, [line or b"" for line, _ in block], b"\n")
+            if flagged:
+                for i, (line, extra) in enumerate(block):
+                    yield line, extra, i not in flagged
+            else:
+                for line, extra in block:
+                    yield line, extra, True
+            block, size = [], 0
+
+    def flag_texts(self, texts: Sequence[str]) -> set[int]:
+        """The indices of the texts that may hold a secret, screened in one pass (a unit's messages)."""
+        try:
+            return _flagged(self._trigger, texts, "\n")
+        except UnicodeEncodeError:  # a lone surrogate somewhere: every text goes through the detector
+            return set(range(len(texts)))
+
     def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        kinds: set[str] = set()
+        for m in self._anchors.finditer(text):
+            kinds |= self._anchor_kinds[m.lastindex - 1]
         found: list[tuple[int, int, int, str]] = []
         for order, rule in enumerate(self._rules):
+            if rule.kind not in kinds:
+                continue
             for m in rule.rx.finditer(text):
                 group = 1 if m.re.groups >= 1 and m.group(1) is not None else 0
                 start, end = m.start(group), m.end(group)
@@ -205,6 +291,22 @@ class Redactor:
                 continue  # inside (or across) a secret already replaced
             kept.append((start, end, kind))
         return kept
+
+
+def _flagged(rx: Any, parts: Sequence[Any], sep: Any) -> set[int]:
+    if not parts:
+        return set()
+    starts: list[int] = []
+    at = 0
+    for part in parts:
+        starts.append(at)
+        at += len(part) + 1
+    out: set[int] = set()
+    for m in rx.finditer(sep.join(parts)):
+        first = bisect.bisect_right(starts, m.start()) - 1
+        last = bisect.bisect_right(starts, max(m.end() - 1, m.start())) - 1
+        out.update(range(first, last + 1))
+    return out
 
 
 @functools.lru_cache(maxsize=8)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aivault.redact import Redactor
 from aivault.scanner.agents import SPECS
 from aivault.scanner.batch import BatchBuilder
 from aivault.scanner.model import Message
@@ -42,7 +43,7 @@ class _Cost:
         self.batch = 0.0
         self.messages = 0
 
-    def add(self, path: str, msgs: list[Message]) -> None:
+    def add(self, path: str, msgs: list[Message], screened: bool = False) -> None:
         """One record's messages into the batch (a new batch when it is full), timed as batch work."""
         t0 = _clock()
         b = self.builder
@@ -51,7 +52,7 @@ class _Cost:
         idx = b.add_file({"path": path}) if not b.files else len(b.files) - 1
         b.begin_record()
         for msg in msgs:
-            b.add_message(idx, self.messages, msg)
+            b.add_message(idx, self.messages, msg, screened=screened)
             self.messages += 1
         self.batch += _clock() - t0
 
@@ -64,26 +65,34 @@ def _scan_unit(found: Found, cost: _Cost) -> None:
         assert spec.read_unit is not None
         unit = spec.read_unit(found)
         cost.read += _clock() - t0
-        for msg in unit.messages:  # every message is its own record (scan._read_whole)
-            cost.add(found.path, [msg])
+        t1 = _clock()
+        redactor = cost.builder.redactor
+        flagged = redactor.flag_texts([m.text for m in unit.messages]) if redactor is not None else set()
+        cost.batch += _clock() - t1
+        for i, msg in enumerate(unit.messages):  # every message is its own record (scan._read_whole)
+            cost.add(found.path, [msg], i not in flagged)
         return
     assert spec.line_parser is not None
     parser = spec.line_parser(found.path, None)
     src = LineFile(found.path, found.mode)
     try:
-        for line, _end in src.lines(0, ReadStats()):
+        redactor = cost.builder.redactor
+        lines = ((line, end, True) for line, end in src.lines(0, ReadStats())) if redactor is None \
+            else redactor.screen(src.lines(0, ReadStats()))  # timed as reading: it runs ahead of the parser
+        for line, _end, clean in lines:
             msgs = parser.feed(line) if line is not None else []
             if msgs:
                 cost.read += _clock() - t0
-                cost.add(found.path, msgs)
+                cost.add(found.path, msgs, clean)
                 t0 = _clock()
     finally:
         src.close()
     cost.read += _clock() - t0
 
 
-def scan_agent(corpus: Path, agent: str, info: dict[str, Any], tok: Tokenizer) -> dict[str, Any]:
-    cost = _Cost(BatchBuilder(tok))
+def scan_agent(corpus: Path, agent: str, info: dict[str, Any], tok: Tokenizer,
+               redactor: Redactor | None = None) -> dict[str, Any]:
+    cost = _Cost(BatchBuilder(tok, redactor=redactor))
     problems: list[RootProblem] = []
     units = 0
     t0 = _clock()
@@ -120,18 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds; the fastest of each agent is shown")
     ap.add_argument("--profile", action="store_true", help="one more round under cProfile: the hottest functions")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--no-redact", action="store_true", help="build batches without secret redaction (as "
+                    "config.json redact.enabled false): run with and without it to see what it costs")
     args = ap.parse_args(argv)
+    redactor = None if args.no_redact else Redactor()
     manifest = json.loads((args.corpus / "manifest.json").read_text())
     if "agents" not in manifest:  # the lexical bench's Claude Code + Codex corpus (bench.run)
         manifest["agents"] = _plain_layout(args.corpus)
     wanted = [a for a in args.agents.split(",") if a] or list(manifest["agents"])
     tok = Tokenizer()
     for agent in wanted:  # fills the tokenizer's vocabulary, as the first part of a real pass does
-        scan_agent(args.corpus, agent, manifest["agents"][agent], tok)
+        scan_agent(args.corpus, agent, manifest["agents"][agent], tok, redactor)
     best: dict[str, dict[str, Any]] = {}
     for _ in range(args.rounds):
         for agent in wanted:
-            r = scan_agent(args.corpus, agent, manifest["agents"][agent], tok)
+            r = scan_agent(args.corpus, agent, manifest["agents"][agent], tok, redactor)
             if agent not in best or r["read_s"] + r["batch_s"] < best[agent]["read_s"] + best[agent]["batch_s"]:
                 best[agent] = r
     print("| agent | units | messages | read CPU s | batch CPU s | read µs/message | batch µs/message "
@@ -147,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         prof = cProfile.Profile()
         prof.enable()
         for agent in wanted:
-            scan_agent(args.corpus, agent, manifest["agents"][agent], tok)
+            scan_agent(args.corpus, agent, manifest["agents"][agent], tok, redactor)
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
     return 0

@@ -101,11 +101,13 @@ class BatchBuilder:
         self.header_bytes += _PART_HEADER_BYTES + 2 * len(update["path"])
         return len(self.files) - 1
 
-    def add_message(self, file_idx: int, ordinal: int, msg: Message) -> bool:
-        """Chunk, tokenize and add one message; False when the record's text budget cut it."""
+    def add_message(self, file_idx: int, ordinal: int, msg: Message, *, screened: bool = False) -> bool:
+        """Chunk, tokenize and add one message; False when the record's text budget cut it. ``screened``:
+        the redactor's screen found no candidate in the line or unit the message came from, so the
+        detector is not run again on it."""
         self.messages += 1
         text = msg.text
-        if self.redactor is not None:  # before anything is cut or chunked: a secret is replaced whole
+        if self.redactor is not None and not screened:  # before anything is cut or chunked: whole secrets
             text, found = self.redactor.redact(text)
             if found:
                 counts = self.redacted.setdefault(file_idx, {})

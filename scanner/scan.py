@@ -360,7 +360,7 @@ class Scanner:
                          dict(parser.stats.extra))
 
         try:
-            for line, end in self._lines(src, start, part):
+            for line, end, clean in self._screened(self._lines(src, start, part)):
                 if line is not None:
                     if not self.builder.room_for(len(line)):
                         part = split_batch()
@@ -368,7 +368,7 @@ class Scanner:
                     if msgs:
                         self.builder.begin_record()
                         for msg in msgs:
-                            self.builder.add_message(part.idx, ordinal, msg)
+                            self.builder.add_message(part.idx, ordinal, msg, screened=clean)
                             ordinal += 1
                         if self.builder.record_cut:
                             part.record_cut += 1
@@ -388,6 +388,13 @@ class Scanner:
         stats.oversized += part.read.oversized
         if self.builder.full:
             self._flush()
+
+    def _screened(self, lines: Iterator[tuple[bytes | None, int]]) -> Iterator[tuple[bytes | None, int, bool]]:
+        """Each line with whether the redactor's screen found nothing in it (its messages then skip the
+        detector; aivault/redact.py ``Redactor.screen``)."""
+        if self.redactor is None:
+            return ((line, end, True) for line, end in lines)
+        return self.redactor.screen(lines)
 
     def _lines(self, src: LineFile, start: int, part: _OpenPart) -> Iterator[tuple[bytes | None, int]]:
         """The complete lines after ``start``, then a settled last line that has no newline.
@@ -523,6 +530,8 @@ class Scanner:
 
         idx = open_part(start, reset)
         skips = dict(unit.skips) if start == 0 else {}  # counted once, with the part that reads from 0
+        flagged = self.redactor.flag_texts([m.text for m in unit.messages[start:total]]) \
+            if self.redactor is not None else set()
         for ordinal in range(start, total):
             if self.builder.full:
                 close_part(idx, ordinal, skips)
@@ -531,7 +540,7 @@ class Scanner:
                 self._progress(req, stats)
                 idx = open_part(ordinal, False)
             self.builder.begin_record()
-            self.builder.add_message(idx, ordinal, unit.messages[ordinal])
+            self.builder.add_message(idx, ordinal, unit.messages[ordinal], screened=ordinal - start not in flagged)
             if self.builder.record_cut:
                 skips["record-cut"] = skips.get("record-cut", 0) + 1
                 stats.record_cut += 1
