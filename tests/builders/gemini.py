@@ -13,7 +13,7 @@ import re
 import uuid as _uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -169,24 +169,24 @@ class GeminiWriter:
         with self.path.open("ab") as f:
             f.write(orjson.dumps(obj) + b"\n")
 
-    def user(self, text: str) -> GeminiWriter:
+    def user(self, text: str) -> Self:
         self.write(user_message(self.next_id(), self._ts(), text))
         return self
 
-    def assistant(self, text: str, *, thinking: str | None = None) -> GeminiWriter:
+    def assistant(self, text: str, *, thinking: str | None = None) -> Self:
         ts = self._ts()
         thoughts = [thought("Plan", thinking, ts)] if thinking else []
         self.write(gemini_message(self.next_id(), ts, text, thoughts=thoughts, model=self.MODEL,
                                   kind=self.ASSISTANT_TYPE))
         return self
 
-    def tool(self, name: str, args: dict[str, Any], output: str) -> GeminiWriter:
+    def tool(self, name: str, args: dict[str, Any], output: str) -> Self:
         ts = self._ts()
         call = tool_call(f"{name}-{self._n + 1}", name, args, output, ts)
         self.write(gemini_message(self.next_id(), ts, "", tool_calls=[call], model=self.MODEL,
                                   kind=self.ASSISTANT_TYPE))
         return self
 
-    def title(self, summary: str) -> GeminiWriter:
+    def title(self, summary: str) -> Self:
         self.write(set_metadata(summary=summary, lastUpdated=self._ts()))
         return self

@@ -8,7 +8,7 @@ new message id (``split_tool``). ``TabnineWriter`` lays a session out as under `
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from tests.builders.gemini import GeminiWriter, gemini_message
 
@@ -33,7 +33,7 @@ class TabnineWriter(GeminiWriter):
     ASSISTANT_TYPE = ASSISTANT_TYPE
     MODEL = MODEL
 
-    def split_tool(self, name: str, args: dict[str, Any], output: str) -> TabnineWriter:
+    def split_tool(self, name: str, args: dict[str, Any], output: str) -> Self:
         """A call in one record and its result in the next, under another message id."""
         call_id = f"call-{self._n + 1}"
         self.write(gemini_message(self.next_id(), self._ts(), "", tool_calls=[call(call_id, name, args=args)],
