@@ -89,30 +89,13 @@ def resume_command(where: Where, session_id: str, cwd: str | None) -> str | None
     return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
 
 
-@dataclass(slots=True)
-class Context:
-    """What the files beside a conversation say about it."""
-
-    cwd: str | None
-    branch: str | None
-    parent: str | None
-
-
-def context(where: Where, started: int | None, parent: str | None, look_for_parent: bool,
-            recorded: tuple[str | None, str | None] | None = None) -> Context:
-    """Folder and branch from the conversation's database (``recorded`` when it was just read), else
-    the root's side files; the parent (and, failing all else, the folder it gave) from the transcript
-    that spawned it."""
+def place(where: Where, recorded: tuple[str | None, str | None] | None = None) -> tuple[str | None, str | None]:
+    """(folder, branch): the conversation database's workspace (``recorded`` when it was just read),
+    else the folder the root's side files name."""
     if recorded is None:
         recorded = store.workspace(os.path.join(where.root, CONVERSATIONS, where.conversation_id + ".db"))
     cwd, branch = recorded
-    cwd = cwd or side.workspace(where.root, where.conversation_id)
-    if look_for_parent:
-        found = side.parent(where.root, where.conversation_id, started)
-        if found is not None:
-            parent = found[0]
-            cwd = cwd or found[1]
-    return Context(cwd, branch, parent)
+    return cwd or side.workspace(where.root, where.conversation_id), branch
 
 
 def _first_user(out: list[Message]) -> str | None:
@@ -129,6 +112,9 @@ class AntigravityState(ParserState):
 
     title: str | None = stored_as("title")  # the latest checkpoint's objective
     first_user: str | None = stored_as("first_user")
+    # Last known from the files beside the transcript: kept when a later read finds them gone.
+    cwd: str | None = stored_as("cwd")
+    branch: str | None = stored_as("branch")
     parent: str | None = stored_as("parent")
     lineage: bool = stored_as("lineage", False)  # looked for a parent for the last time
     started: int | None = stored_as("t0")
@@ -147,7 +133,8 @@ class AntigravityParser(LineParser[AntigravityState]):
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.where = Where.of_transcript(path)
         self.st = AntigravityState.load(state)
-        self._context: Context | None = None
+        self._placed = False  # the side files were read by this parser (once per read of the file)
+        self._lineage_tried = False
 
     def _record(self, obj: dict[str, Any], ms: int | None) -> list[Message] | None:
         step = from_json(obj)
@@ -160,20 +147,30 @@ class AntigravityParser(LineParser[AntigravityState]):
             self.st.first_user = _first_user(out)
         return out
 
+    def _look_around(self) -> None:
+        """Folder and branch from the database and side files; the parent once the first step's time
+        is known (a read asks for the session before its first line)."""
+        st = self.st
+        if not self._placed:
+            self._placed = True
+            cwd, branch = place(self.where)
+            st.cwd, st.branch = cwd or st.cwd, branch or st.branch
+        if self._lineage_tried or st.lineage or st.parent is not None or st.started is None:
+            return
+        self._lineage_tried = True
+        found = side.parent(self.where.root, self.where.conversation_id, st.started)
+        if found is not None:
+            st.parent, st.cwd = found[0], st.cwd or found[1]
+        if found is not None or _age_ms(st.started) > LINEAGE_RETRY_MS:
+            st.lineage = True
+
     @property
     def session(self) -> SessionInfo:
+        self._look_around()
         st = self.st
-        ctx = self._context
-        # Looked up once per read, when the first step's time is known (a read starts before any line).
-        if ctx is None and (st.started is not None or st.lineage or st.parent is not None):
-            ask = not st.lineage and st.parent is None
-            ctx = self._context = context(self.where, st.started, st.parent, ask)
-            st.parent = ctx.parent
-            if ask and (ctx.parent is not None or _age_ms(st.started) > LINEAGE_RETRY_MS):
-                st.lineage = True
-        cwd, branch, parent = (ctx.cwd, ctx.branch, ctx.parent) if ctx is not None else (None, None, st.parent)
         sid = self.where.conversation_id
-        return self._session(sid, st.title or st.first_user, cwd, branch, resume_command(self.where, sid, cwd), parent)
+        return self._session(sid, st.title or st.first_user, st.cwd, st.branch,
+                             resume_command(self.where, sid, st.cwd), st.parent)
 
 
 def _age_ms(started: int | None) -> int:
@@ -224,11 +221,14 @@ def _database(db: str) -> Unit:
             times.append(ts)
         messages += out
     started = min(times, default=None)
-    ctx = context(Where(where.root, sid), started, None, True, (conv.cwd, conv.branch))
-    cwd = ctx.cwd
-    info = SessionInfo(agent=AGENT, session_id=sid, title=title or first_user, cwd=cwd, branch=ctx.branch,
+    cwd, branch = place(Where(where.root, sid), (conv.cwd, conv.branch))
+    spawned = side.parent(where.root, sid, started)
+    if spawned is not None:
+        cwd = cwd or spawned[1]
+    info = SessionInfo(agent=AGENT, session_id=sid, title=title or first_user, cwd=cwd, branch=branch,
                        started_at=started, updated_at=max(times, default=None), message_count=len(messages),
-                       resume_command=resume_command(where, sid, cwd), parent_session_id=ctx.parent)
+                       resume_command=resume_command(where, sid, cwd),
+                       parent_session_id=spawned[0] if spawned is not None else None)
     return Unit(info, messages, stamp, skips)
 
 
@@ -245,7 +245,10 @@ def _step(step: Step, ts: int | None, skips: dict[str, int]) -> list[Message]:
 def _encrypted(found: Found) -> Unit:
     """A legacy ``.pb``: AES-GCM encrypted with a key Antigravity does not publish. Indexed as an
     empty session, so it is counted as present and unreadable rather than missing."""
-    st = os.stat(found.path)
+    try:
+        st = os.stat(found.path)
+    except FileNotFoundError as exc:
+        raise UnitChanged(f"{found.path} disappeared") from exc
     where = Where.of_store(found.path)
     implicit = os.path.basename(os.path.dirname(found.path)) == IMPLICIT
     sid = f"implicit-{where.conversation_id}" if implicit else where.conversation_id
