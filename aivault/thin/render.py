@@ -42,6 +42,7 @@ _SKIP_WORDS = {
     "record-cut": ("record cut", "its text past 4 MiB is not indexed"),
     "bookkeeping": ("bookkeeping record", "no message in it"),
     "unknown_record": ("record of an unknown type", "a newer format? aivault doctor lists them"),
+    "encrypted-store": ("encrypted conversation", "Antigravity's legacy .pb: only the agent holds its key"),
 }
 
 

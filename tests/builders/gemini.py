@@ -13,7 +13,7 @@ import re
 import uuid as _uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -84,8 +84,9 @@ def tool_call(call_id: str, name: str, args: dict[str, Any], output: str | None,
 
 def gemini_message(mid: str, timestamp: str, text: str, *, thoughts: list[dict[str, Any]] | None = None,
                    tool_calls: list[dict[str, Any]] | None = None, model: str = MODEL,
-                   tokens: dict[str, int] | None = None) -> dict[str, Any]:
-    d: dict[str, Any] = {"id": mid, "timestamp": timestamp, "type": "gemini", "content": text,
+                   tokens: dict[str, int] | None = None, kind: str = "gemini") -> dict[str, Any]:
+    """A model turn; ``kind`` is the fork's own type where it renamed it (Tabnine CLI: ``tabnine``)."""
+    d: dict[str, Any] = {"id": mid, "timestamp": timestamp, "type": kind, "content": text,
                          "thoughts": thoughts or []}
     if tokens is not None:
         d["tokens"] = tokens
@@ -133,8 +134,12 @@ def jsonl(records: list[dict[str, Any]]) -> bytes:
 class GeminiWriter:
     """Appends one session's records under a ``.gemini`` folder; ids and times advance per record."""
 
+    ASSISTANT_TYPE = "gemini"  # a fork's writer (tests/builders/tabnine.py) names its own
+    MODEL = MODEL
+
     def __init__(self, gemini_home: Path, cwd: str = "/home/dev/app", session_id: str | None = None, *,
-                 start: datetime = BASE_TIME, register: bool = True, parent: str | None = None) -> None:
+                 start: datetime = BASE_TIME, register: bool = True, parent: str | None = None,
+                 directories: list[str] | None = None) -> None:
         self.cwd = cwd
         self.session_id = session_id or str(_uuid.uuid4())
         self.t = start
@@ -149,7 +154,8 @@ class GeminiWriter:
         chats = project / "chats" / parent if parent else project / "chats"
         chats.mkdir(parents=True, exist_ok=True)
         self.path = chats / (f"{self.session_id}.jsonl" if parent else session_file_name(start, self.session_id))
-        self.write(metadata(self.session_id, cwd, iso(start), kind="subagent" if parent else "main"))
+        self.write(metadata(self.session_id, cwd, iso(start), kind="subagent" if parent else "main",
+                            directories=directories))
 
     def _ts(self) -> str:
         self.t += timedelta(seconds=2)
@@ -163,22 +169,24 @@ class GeminiWriter:
         with self.path.open("ab") as f:
             f.write(orjson.dumps(obj) + b"\n")
 
-    def user(self, text: str) -> GeminiWriter:
+    def user(self, text: str) -> Self:
         self.write(user_message(self.next_id(), self._ts(), text))
         return self
 
-    def assistant(self, text: str, *, thinking: str | None = None) -> GeminiWriter:
+    def assistant(self, text: str, *, thinking: str | None = None) -> Self:
         ts = self._ts()
         thoughts = [thought("Plan", thinking, ts)] if thinking else []
-        self.write(gemini_message(self.next_id(), ts, text, thoughts=thoughts))
+        self.write(gemini_message(self.next_id(), ts, text, thoughts=thoughts, model=self.MODEL,
+                                  kind=self.ASSISTANT_TYPE))
         return self
 
-    def tool(self, name: str, args: dict[str, Any], output: str) -> GeminiWriter:
+    def tool(self, name: str, args: dict[str, Any], output: str) -> Self:
         ts = self._ts()
         call = tool_call(f"{name}-{self._n + 1}", name, args, output, ts)
-        self.write(gemini_message(self.next_id(), ts, "", tool_calls=[call]))
+        self.write(gemini_message(self.next_id(), ts, "", tool_calls=[call], model=self.MODEL,
+                                  kind=self.ASSISTANT_TYPE))
         return self
 
-    def title(self, summary: str) -> GeminiWriter:
+    def title(self, summary: str) -> Self:
         self.write(set_metadata(summary=summary, lastUpdated=self._ts()))
         return self

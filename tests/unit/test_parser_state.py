@@ -24,6 +24,7 @@ STORED_KEYS = {
     "copilot": ["v", "sid", "cwd", "branch", "t0", "t1", "n", "first_user", "calls", "reasoning", "stats"],
     "cursor": ["v", "t0", "t1", "n", "first_user", "stats"],
     "goose": ["v", "title", "cwd", "first_user", "started", "updated", "count", "seen", "stats"],
+    "antigravity": ["v", "title", "first_user", "cwd", "branch", "parent", "lineage", "t0", "t1", "n", "stats"],
 }
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import SessionInfo
 from aivault.scanner.parsers.base import count_skip
-from aivault.scanner.parsers.gemini.records import Replay, conversation
+from aivault.scanner.parsers.gemini.records import ASSISTANT_TYPES, Replay, conversation
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
 from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, read_whole, walk_files
 from aivault.scanner.spec import AgentSpec, Discover, file_discovery
@@ -183,10 +183,12 @@ def _project_root_file(project_dir: str) -> str | None:
     return text if os.path.isabs(text) else None
 
 
-def resolve_cwd(where: Layout, project_hash: object, context: str | None) -> str | None:
+def resolve_cwd(where: Layout, project_hash: object, context: str | None, directories: object = None) -> str | None:
     """The project directory of a session: the folder's ``.project_root`` marker, else the registry
     (by slug, or by the hash a legacy folder or ``projectHash`` carries), else the workspace the
-    injected environment context names; None when nothing says."""
+    injected environment context names, else the first absolute path of the metadata's
+    ``directories`` (the workspace directories, Tabnine CLI's only record of its project); None when
+    nothing says."""
     marked = _project_root_file(where.project_dir)
     if marked:
         return marked
@@ -198,6 +200,8 @@ def resolve_cwd(where: Layout, project_hash: object, context: str | None) -> str
         match = _WORKSPACE_DIRS.search(context) or _WORKING_DIR.search(context)
         candidate = match.group(1).strip() if match else ""
         found = candidate if os.path.isabs(candidate) else None
+    if found is None and isinstance(directories, list):
+        found = next((d for d in directories if isinstance(d, str) and os.path.isabs(d)), None)
     return found
 
 
@@ -230,24 +234,26 @@ def replay_file(path: str, fb: FileBytes, skips: dict[str, int]) -> Replay:
     return replay
 
 
-def gemini_unit(path: str, agent: str, fb: FileBytes, replay: Replay, *, resumable: bool) -> Unit:
-    """The Unit of a replayed Gemini-format session (also Qwen Code's Gemini-fork era files)."""
+def gemini_unit(path: str, agent: str, fb: FileBytes, replay: Replay, *, resumable: bool, command: str = RESUME,
+                assistant_types: frozenset[str] = ASSISTANT_TYPES) -> Unit:
+    """The Unit of a replayed Gemini-format session (also Qwen Code's Gemini-fork era files, and the
+    Gemini CLI forks that write it under their own folder and command: Tabnine CLI)."""
     skips = replay.skips
-    conv = conversation(list(replay.messages.values()), skips)
+    conv = conversation(list(replay.messages.values()), skips, assistant_types)
     meta = replay.meta
     where = layout(path)
     stem = os.path.basename(path).rsplit(".", 1)[0]
     raw_id = meta.get("sessionId")
     sid = raw_id if isinstance(raw_id, str) and raw_id else stem
     subagent = where.parent_id is not None or meta.get("kind") == "subagent"
-    cwd = resolve_cwd(where, meta.get("projectHash"), conv.context)
+    cwd = resolve_cwd(where, meta.get("projectHash"), conv.context, meta.get("directories"))
     summary = meta.get("summary")
     title = summary.strip() if isinstance(summary, str) and summary.strip() else conv.first_user
     started = _earliest(to_epoch_ms(meta.get("startTime")), conv.min_ts)
     updated = _latest(to_epoch_ms(meta.get("lastUpdated")), conv.max_ts)
-    resume = None
+    resume: str | None = None
     if resumable and not subagent:
-        resume = f"{RESUME} {shlex.quote(sid)}"
+        resume = f"{command} {shlex.quote(sid)}"
         if cwd:
             resume = f"cd {shlex.quote(cwd)} && {resume}"
     session = SessionInfo(agent=agent, session_id=sid, title=title, cwd=cwd, branch=None,
@@ -328,7 +334,7 @@ def chats_discovery(wanted: Wanted, chats_dir: Callable[[str], bool] = is_chats_
     return discover
 
 
-def _predecessor(path: str) -> str | None:
+def legacy_predecessor(path: str) -> str | None:
     """A ``session-*.jsonl`` continues the legacy ``session-*.json`` Gemini migrated it from."""
     name = os.path.basename(path)
     return path[:-1] if name.startswith(SESSION_PREFIX) and name.endswith(".jsonl") else None
@@ -336,6 +342,6 @@ def _predecessor(path: str) -> str | None:
 
 SPEC = AgentSpec(
     name="gemini", label="Gemini CLI", default_roots=default_roots,
-    discover=chats_discovery(session_file_mode), read_unit=read_unit, predecessor=_predecessor,
+    discover=chats_discovery(session_file_mode), read_unit=read_unit, predecessor=legacy_predecessor,
     expects="<project>/chats/session-<time>-<id>.jsonl (or legacy .json; subagents chats/<parent>/<id>.jsonl)",
     shaped=lambda name: name.startswith(SESSION_PREFIX) and name.endswith((".json", ".jsonl")))

@@ -29,7 +29,9 @@ INJECTED_PREFIXES: tuple[str, ...] = (
 )
 # The canned model reply that follows the injected environment turn.
 CONTEXT_ACK = "Got it. Thanks for the context!"
-_ASSISTANT_TYPES = frozenset({"gemini", "model"})
+# The model's message types: Gemini CLI's (and its older API-shaped ``model``); a fork names its own
+# (Tabnine CLI writes ``tabnine``) and passes its set to ``conversation``.
+ASSISTANT_TYPES = frozenset({"gemini", "model"})
 _SYSTEM_TYPES = frozenset({"info", "error", "warning"})
 # Keys of a message list inside a checkpoint that have no id of their own: cannot collide with an id.
 _ANON_KEY = "\x00anon:"
@@ -178,12 +180,16 @@ class Conversation:
     max_ts: int | None = None
 
 
-def conversation(records: list[dict[str, Any]], skips: dict[str, int]) -> Conversation:
+def conversation(records: list[dict[str, Any]], skips: dict[str, int],
+                 assistant_types: frozenset[str] = ASSISTANT_TYPES) -> Conversation:
     """The messages of Gemini message records, in order (docs/formats.md §3 mapping)."""
     conv = Conversation()
     # Calls already carried by toolCalls[]: a checkpoint rebuilt from the API history repeats them
     # as functionCall/functionResponse parts, which must not be indexed twice.
     call_ids = {tc["id"] for rec in records for tc in _calls(rec) if isinstance(tc.get("id"), str)}
+    # Call id -> whether its result was emitted. A call announced by one record and completed by
+    # another under a new message id (Tabnine CLI, docs/formats.md §29) is one call, one result.
+    emitted: dict[str, bool] = {}
     after_context = False
     for rec in records:
         ts = to_epoch_ms(rec.get("timestamp"))
@@ -198,8 +204,8 @@ def conversation(records: list[dict[str, Any]], skips: dict[str, int]) -> Conver
                 after_context = True
                 continue
             out = user
-        elif kind in _ASSISTANT_TYPES:
-            out = _assistant(rec, ts, call_ids)
+        elif kind in assistant_types:
+            out = _assistant(rec, ts, call_ids, emitted, skips)
             if was_context and [m.text for m in out] == [CONTEXT_ACK]:
                 count_skip(skips, "injected-context")
                 continue
@@ -254,7 +260,8 @@ def _user(rec: dict[str, Any], ts: int | None, call_ids: set[str], conv: Convers
     return out
 
 
-def _assistant(rec: dict[str, Any], ts: int | None, call_ids: set[str]) -> list[Message]:
+def _assistant(rec: dict[str, Any], ts: int | None, call_ids: set[str], emitted: dict[str, bool],
+               skips: dict[str, int]) -> list[Message]:
     out: list[Message] = []
     thoughts = rec.get("thoughts")
     for th in thoughts if isinstance(thoughts, list) else []:
@@ -277,8 +284,17 @@ def _assistant(rec: dict[str, Any], ts: int | None, call_ids: set[str]) -> list[
             out.append(Message("assistant", "tool_call", tool_call_text(fc.get("name"), fc.get("args")), ts))
     for call in _calls(rec):
         when = to_epoch_ms(call.get("timestamp")) or ts
-        out.append(Message("assistant", "tool_call", tool_call_text(call.get("name"), call.get("args")), when))
+        cid = call.get("id")
         result = tool_result_text(call)
+        if isinstance(cid, str) and cid in emitted:
+            count_skip(skips, "repeated-call")
+            if result and not emitted[cid]:
+                out.append(Message("tool", "tool_result", result, when))
+                emitted[cid] = True
+            continue
+        out.append(Message("assistant", "tool_call", tool_call_text(call.get("name"), call.get("args")), when))
         if result:
             out.append(Message("tool", "tool_result", result, when))
+        if isinstance(cid, str):
+            emitted[cid] = bool(result)
     return out
