@@ -77,7 +77,8 @@ EVENTS: Final = "SELECT event_json FROM transcript_events WHERE session_id = ? O
 WINDOWS: Final = """
 SELECT w.session_id, {w_key}, {w_display}, {w_parent_key}, {w_spawned_by}, {w_previous}, {w_successor}
 FROM session_windows w{where}"""
-KEY_LATEST: Final = "SELECT session_id FROM session_windows WHERE session_key = ? ORDER BY {updated} DESC LIMIT 1"
+# The window a key leads to now: the one no later window continues, else the newest.
+KEY_LATEST: Final = "SELECT w.session_id FROM session_windows w WHERE w.session_key = ? ORDER BY {order} LIMIT 1"
 ID_KNOWN: Final = "SELECT 1 FROM session_windows WHERE session_id = ?"
 SUCCESSOR: Final = "EXISTS(SELECT 1 FROM session_windows n WHERE n.previous_session_id = w.session_id)"
 LEAF: Final = """(SELECT s.leaf_event_id FROM session_transcript_index_state s
@@ -111,7 +112,9 @@ def _queries(con: sqlite3.Connection, where: bool = False) -> Queries:
         w_parent_key=pick(w, "parent_session_key", alias="w"), w_spawned_by=pick(w, "spawned_by", alias="w"),
         w_previous=pick(w, "previous_session_id", alias="w"), w_successor=successor,
         where=ONE.format(alias="w") if where else "")
-    key_latest = KEY_LATEST.format(updated=pick(w, "updated_at", "created_at", "rowid"))
+    newest = f"{pick(w, 'updated_at', 'created_at', alias='w')} DESC"
+    order = [successor, newest] if "previous_session_id" in w else [newest]
+    key_latest = KEY_LATEST.format(order=", ".join(order))
     return Queries(sessions, windows, key_latest if "session_key" in w else "")
 
 
