@@ -201,7 +201,7 @@ def test_default_roots(tmp_path: Path) -> None:
 
 
 def test_sample_session() -> None:
-    """samples/openclaw (OPENCLAW_STATE_DIR=samples/openclaw/.openclaw): the 502 session, its key, no injected context."""
+    """samples/openclaw (OPENCLAW_STATE_DIR=samples/openclaw/.openclaw): the 502 session, its key, no context."""
     root = openclaw.default_roots({"OPENCLAW_STATE_DIR": str(SAMPLES)}, Path("/nonexistent"))[0]
     [unit] = units(Path(root.path)).values()
     assert all(m.role in ROLES and m.kind in KINDS and m.text.strip() for m in unit.messages)
