@@ -1,4 +1,4 @@
-"""The pi session tree, shared by pi, Oh My Pi, Prime Agent (docs/formats.md §17) and OpenClaw (§18).
+"""The pi session tree (docs/formats.md §17, §18), shared by pi, Oh My Pi, Prime Agent and OpenClaw.
 
 pi writes one JSONL file per session: a ``session`` header (Oh My Pi may put a fixed-width ``title``
 slot line before it), then entries that form a tree through ``id``/``parentId``. Re-prompting from an
