@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from aivault.scanner.parsers.pitree import SUFFIX, file_unit, header_id, stem_id, tree_discovery
+from aivault.scanner.parsers.pitree import SUFFIX, file_unit, header_id, read_header, stem_id, tree_discovery
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from aivault.scanner.spec import AgentSpec
 
@@ -38,6 +38,16 @@ def read_unit(found: Found) -> Unit:
     if parent_file is not None:
         return file_unit(found, AGENT, None, parent=header_id(parent_file) or stem_id(parent_file))
     return file_unit(found, AGENT, RESUME)
+
+
+def _predecessor(path: str) -> str | None:
+    """A session Oh My Pi moved (to another folder or project) names where it was in its header's
+    ``previousSessionFiles``; the newest of those is the file whose rows it replaces."""
+    found = read_header(path)
+    earlier = found.get("previousSessionFiles") if found is not None else None
+    if isinstance(earlier, list) and earlier and isinstance(earlier[-1], str) and earlier[-1] != path:
+        return earlier[-1]
+    return None
 
 
 def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
@@ -74,5 +84,6 @@ def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
 
 SPEC = AgentSpec(
     name=AGENT, label="Oh My Pi", default_roots=default_roots, discover=discover, read_unit=read_unit,
+    predecessor=_predecessor,
     expects="<cwd>/<timestamp>_<session id>.jsonl (pi's JSONL tree; sub-agents <parent stem>/<agent>.jsonl)",
     shaped=lambda name: name.endswith(SUFFIX))

@@ -281,6 +281,15 @@ def _list(con: sqlite3.Connection) -> Iterator[ListedSession]:
         yield str(row[0]), _db_signature(row), int(row[1] or 0)
 
 
+def _predecessor(path: str) -> str | None:
+    """A transcript /reset archived continues the live file it was renamed from (``<id>.jsonl``), whose
+    rows it replaces instead of standing beside them."""
+    name = os.path.basename(path)
+    if transcript_kind(name) != "reset":
+        return None
+    return os.path.join(os.path.dirname(path), name[: name.rindex(RESET_MARK)] + ".jsonl")
+
+
 # --- discovery and roots ---------------------------------------------------------------------------
 def _transcripts(agent_dir: str, held: frozenset[str], root: Root, problems: list[RootProblem]) -> Iterator[Found]:
     """The transcript files of one agent folder whose sessions the database does not hold (a stat each:
@@ -342,5 +351,6 @@ def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
 
 SPEC = AgentSpec(
     name=AGENT, label="OpenClaw", default_roots=default_roots, discover=discover, read_unit=read_unit,
+    predecessor=_predecessor,
     expects="<agent>/sessions/<session id>.jsonl (pi's JSONL tree) or <agent>/agent/openclaw-agent.sqlite",
     shaped=lambda name: name.endswith(".jsonl") or name == DB_NAME)

@@ -363,9 +363,9 @@ def expand(value: str, home: Path) -> Path:
 
 
 # --- parents, files and discovery ----------------------------------------------------------------
-def header_id(path: str) -> str | None:
-    """The session id in the header of the session file at ``path`` (past a title slot), read no
-    further than HEAD_MAX_BYTES; None when it cannot be read or has no header."""
+def read_header(path: str) -> dict[str, Any] | None:
+    """The header of the session file at ``path`` (past a title slot), read no further than
+    HEAD_MAX_BYTES; None when it cannot be read or has no header."""
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD_MAX_BYTES)
@@ -374,8 +374,14 @@ def header_id(path: str) -> str | None:
     for line in head.split(b"\n")[:2]:
         obj = loads_line(line)
         if isinstance(obj, dict) and obj.get("type") == HEADER:
-            return nonblank(obj.get("id"))
+            return obj
     return None
+
+
+def header_id(path: str) -> str | None:
+    """The session id in the header of the session file at ``path``."""
+    found = read_header(path)
+    return nonblank(found.get("id")) if found is not None else None
 
 
 def stem_id(path: str) -> str:

@@ -143,7 +143,8 @@ def roots(tmp_path: Path) -> dict[str, Path]:
 
 def test_daemon_indexes_an_omp_session_and_its_sub_agent(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
     """Through a real daemon: the session and its sub-agent are two sessions, the sub-agent linked and not
-    resumable; a second pass reads nothing; a slot rename is read once and changes the title."""
+    resumable; a second pass reads nothing; a slot rename is read once and changes the title; a session moved
+    to another project (previousSessionFiles) replaces its old file's rows instead of doubling them."""
     w = ob.new_session(roots["omp"], "/home/dev/wren", "0198cccc-0000-7000-8000-000000000001", slot="wren ingest")
     w.user("the wren ingest drops rows after a schema change").assistant("The Avro reader caches the old schema.")
     sub = ob.subagent(w, "scout", "0198cccc-0000-7000-8000-000000000002")
@@ -161,3 +162,7 @@ def test_daemon_indexes_an_omp_session_and_its_sub_agent(inproc_daemon: InprocDa
     assert changed["files_changed"] == 1 and changed["messages"] == 2
     [hit] = [h for h in inproc_daemon.search("avro")["hits"] if h["sessionId"] == w.session_id]
     assert hit["title"] == "wren avro schema cache"
+    ob.move(w, roots["omp"], "/home/dev/wren-v2")
+    inproc_daemon.reconcile()
+    [hit] = [h for h in inproc_daemon.search("avro", limit=10)["hits"] if h["sessionId"] == w.session_id]
+    assert hit["cwd"] == "/home/dev/wren-v2" and hit["messageCount"] == 2

@@ -251,3 +251,22 @@ def test_daemon_indexes_both_stores_once_and_rereads_a_change_once(inproc_daemon
     [hit] = inproc_daemon.search("osprey")["hits"]
     assert hit["resumeCommand"] == "openclaw chat --session agent:main:main"
     db.close()
+
+
+def test_daemon_keeps_a_session_its_reset_archived(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
+    """/reset renames the transcript to <id>.jsonl.reset.<time> and points the key at a new session: after the
+    next full pass the old conversation is still one searchable session, now without a resume command."""
+    agents = roots["openclaw"]
+    old = cb.transcript(agents, "e0000000-0000-4000-8000-000000000001").user("the plover cron never fires")
+    cb.write_index(agents, {"agent:main:main": old.session_id})
+    inproc_daemon.reconcile()
+    [hit] = inproc_daemon.search("plover")["hits"]
+    assert hit["resumeCommand"] == "openclaw chat --session agent:main:main"
+    os.rename(old.file, old.file.with_name(old.file.name + ".reset.2026-03-01T11-00-00.000Z"))
+    new = cb.transcript(agents, "e0000000-0000-4000-8000-000000000002").user("a fresh start")
+    cb.write_index(agents, {"agent:main:main": new.session_id})
+    inproc_daemon.reconcile()
+    [hit] = inproc_daemon.search("plover")["hits"]
+    assert (hit["sessionId"], hit["messageCount"]) == (old.session_id, 1) and not hit.get("resumeCommand")
+    [hit] = inproc_daemon.search("fresh")["hits"]
+    assert hit["resumeCommand"] == "openclaw chat --session agent:main:main"

@@ -57,6 +57,24 @@ def rewrite_title_slot(path: Path, title: str) -> None:
         os.close(fd)
 
 
+def move(w: PiWriter, sessions: Path, cwd: str) -> Path:
+    """What moving a session to another project does: the file is written under the new cwd's folder with
+    the old location added to the header's previousSessionFiles, and the old file removed."""
+    old = w.file
+    lines = old.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b'{"type":"session"'))
+    head = orjson.loads(lines[at])
+    head["cwd"] = cwd
+    head["previousSessionFiles"] = [*head.get("previousSessionFiles", []), str(old)]
+    lines[at] = orjson.dumps(head)
+    new = omp_session_path(sessions, cwd, w.session_id)
+    new.parent.mkdir(parents=True, exist_ok=True)
+    new.write_bytes(b"\n".join(lines))
+    old.unlink()
+    w.path = new
+    return new
+
+
 def subagent(parent: PiWriter, agent: str, session_id: str) -> PiWriter:
     """A sub-agent's transcript ``<parent stem>/<agent>.jsonl``, opened with a session_init entry."""
     assert parent.path is not None
