@@ -72,6 +72,8 @@ _CURSOR = re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}$")
 
 
 def _env(home: Path, code: Path) -> dict[str, str]:
+    # Every sample an environment variable can point at (./dev demo also names Oh My Pi's with --root,
+    # which a revision without that agent would refuse).
     s = REPO / "samples"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIVAULT_", "CLAUDE_", "CODEX_"))}
     env.update(HOME=str(home.parent / "empty-home"), AIVAULT_HOME=str(home), PYTHONPATH=str(code),
@@ -81,7 +83,9 @@ def _env(home: Path, code: Path) -> dict[str, str]:
                CRUSH_GLOBAL_DATA=f"{s}/crush/.local/share/crush", GOOSE_PATH_ROOT=f"{s}/goose",
                CURSOR_DATA_DIR=f"{s}/cursor/.cursor", COPILOT_HOME=f"{s}/copilot/.copilot",
                XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp",
-               ANTIGRAVITY_APP_DATA_DIR=f"{s}/antigravity/.gemini/antigravity-cli")
+               ANTIGRAVITY_APP_DATA_DIR=f"{s}/antigravity/.gemini/antigravity-cli",
+               PI_CODING_AGENT_DIR=f"{s}/pi/.pi/agent", PRIME_AGENT_CODING_AGENT_DIR=f"{s}/prime/.prime/agent",
+               OPENCLAW_STATE_DIR=f"{s}/openclaw/.openclaw")
     return env
 
 
