@@ -68,6 +68,10 @@ OTHER: list[tuple[str, Any, str | None]] = [
 _VOLATILE_KEYS = {"tookMs", "durationMs", "pid", "ms", "elapsedS", "home"}
 # When this run's indexer looked, not what it found: session times (updatedAt...) are kept.
 _VOLATILE_TIMES = {"lastReconcileAt", "lastSweepCompletedAt"}
+# The samples of agents without an environment variable of their own (as ./dev demo names them).
+_NAMED_ROOTS = ("--root", f"aider={REPO / 'samples' / 'aider'}",
+                "--root", f"devin={REPO / 'samples' / 'devin' / '.local' / 'share' / 'devin' / 'cli'}",
+                "--root", f"zed={REPO / 'samples' / 'zed' / '.local' / 'share' / 'zed' / 'threads'}")
 _CURSOR = re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}$")
 
 
@@ -80,7 +84,8 @@ def _env(home: Path, code: Path) -> dict[str, str]:
                QWEN_HOME=f"{s}/qwen/.qwen", XDG_DATA_HOME=f"{s}/opencode/.local/share",
                CRUSH_GLOBAL_DATA=f"{s}/crush/.local/share/crush", GOOSE_PATH_ROOT=f"{s}/goose",
                CURSOR_DATA_DIR=f"{s}/cursor/.cursor", COPILOT_HOME=f"{s}/copilot/.copilot",
-               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp")
+               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp",
+               HERMES_HOME=f"{s}/hermes/.hermes")
     return env
 
 
@@ -158,10 +163,9 @@ def run(code: Path) -> dict[str, Any]:
         env = _env(home, code)
         _cli(env, "enable")
         (home / "config.json").write_text(json.dumps({"embed": {"enabled": False}}))
-        _cli(env, "index", "--root", f"aider={REPO / 'samples' / 'aider'}")
+        _cli(env, "index", *_NAMED_ROOTS)
         result = {"direct": record(env)}
-        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", "--root",
-                                   f"aider={REPO / 'samples' / 'aider'}"], env=env, cwd="/",
+        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *_NAMED_ROOTS], env=env, cwd="/",
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
