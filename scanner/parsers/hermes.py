@@ -8,8 +8,8 @@ transaction (scanner/parsers/sqlite_units.py). Hermes edits its transcript in pl
 ``/retry`` set ``active = 0`` on the rows they take back, in-place compaction archives rows with
 ``active = 0, compacted = 1`` (still shown) and clones the rows that arrived during it (one
 ``display_identity``), and presentation kinds are stamped on recent rows. So a session's signature
-covers its row count, newest id, the totals of ``active`` and ``compacted`` and its newest rows'
-sizes and kinds, not only its session row. Hermes 0.17 moved transcripts into ``state.db``; the
+covers its row count, newest id, count of ``active`` rows and its newest rows' sizes and kinds, not
+only its session row. Hermes 0.17 moved transcripts into ``state.db``; the
 files older builds wrote, ``sessions/<id>.jsonl`` and ``sessions/session_<id>.json``, are read
 (whole) for the ids no database holds, the JSONL before the JSON.
 """
@@ -31,7 +31,15 @@ from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini import jsonl_records, read_settled
 from aivault.scanner.parsers.jsonutil import as_object, loads_line, to_epoch_ms
 from aivault.scanner.parsers.openai_chat import content_texts, joined, tool_calls
-from aivault.scanner.parsers.sqlite_units import ListedSession, columns, due, list_sessions, pick, snapshot
+from aivault.scanner.parsers.sqlite_units import (
+    ListedSession,
+    SessionSql,
+    columns,
+    due,
+    list_sessions,
+    pick,
+    read_session,
+)
 from aivault.scanner.parsers.textutil import first_line_title, nonblank, opens_with
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
 from aivault.scanner.spec import AgentSpec
@@ -62,29 +70,21 @@ NO_RESUME_SOURCES: Final = frozenset({"subagent", "tool"})
 DEFAULT_PROFILE: Final = "default"
 
 # --- SQL (column names chosen by _schema among our own constants) ---------------------------------
-# Every session with the values its signature is made of (one grouped pass over the messages).
-LIST_SESSIONS: Final = """
-SELECT s.id, {s_title}, {s_started}, {s_last}, {s_ended},
-       coalesce(a.n, 0), a.newest, coalesce(a.live, 0.0), coalesce(a.folded, 0.0),
-       (SELECT group_concat(tail, ',') FROM (
-            SELECT m.id || ':' || coalesce(length(m.content), '') || ':' || coalesce({m_kind}, '') AS tail
-            FROM messages m WHERE m.session_id = s.id ORDER BY m.id DESC LIMIT {tail}))
-FROM sessions s
-LEFT JOIN (SELECT session_id, count(*) AS n, max(id) AS newest, total({a_active}) AS live,
-                  total({a_compacted}) AS folded
-           FROM messages GROUP BY session_id) a ON a.session_id = s.id"""
-# One session: the same signature values (so an unchanged session is recognised), then its fields.
-SESSION_ROW: Final = """
+# Every session with the values its signature is made of, then its fields. Each value is an index
+# probe (messages(session_id, id), and messages(session_id, active, timestamp) where Hermes made it),
+# never a scan of the message bodies: the list is taken again whenever the database commits.
+SESSIONS: Final = """
 SELECT s.id, {s_title}, {s_started}, {s_last}, {s_ended},
        (SELECT count(*) FROM messages m WHERE m.session_id = s.id),
        (SELECT max(m.id) FROM messages m WHERE m.session_id = s.id),
-       (SELECT total({m_active}) FROM messages m WHERE m.session_id = s.id),
-       (SELECT total({m_compacted}) FROM messages m WHERE m.session_id = s.id),
+       {live},
        (SELECT group_concat(tail, ',') FROM (
             SELECT m.id || ':' || coalesce(length(m.content), '') || ':' || coalesce({m_kind}, '') AS tail
             FROM messages m WHERE m.session_id = s.id ORDER BY m.id DESC LIMIT {tail})),
        {s_cwd}, {s_branch}, {s_parent}, {s_source}, {s_profile}
-FROM sessions s WHERE s.id = ?"""
+FROM sessions s"""
+# Rows still on the live branch: a rewind or a compaction flips active without adding a row.
+LIVE_ROWS: Final = "(SELECT count(*) FROM messages m WHERE m.session_id = s.id AND m.active = 1)"
 MESSAGES: Final = """SELECT role, content, {tool_calls}, {timestamp}, {reasoning}, {reasoning_content},
        {reasoning_details}, {summary}, {active}, {compacted}, {kind}, {identity}
 FROM messages WHERE session_id = ? ORDER BY id"""
@@ -94,39 +94,29 @@ MESSAGE_KEYS: Final = ("role", "content", "tool_calls", "timestamp", "reasoning"
                        "display_identity")
 
 
-@dataclass(frozen=True, slots=True)
-class _Schema:
-    list_sessions: str
-    session_row: str
-    messages: str
-
-
-def _schema(con: sqlite3.Connection) -> _Schema:
+def _schema(con: sqlite3.Connection) -> SessionSql:
     s = columns(con, "sessions", ("id",))
     m = columns(con, "messages", ("id", "session_id", "role", "content"))
-    session = {"s_title": pick(s, "title", alias="s"), "s_started": pick(s, "started_at", alias="s"),
-               "s_last": pick(s, "last_activity_at", alias="s"), "s_ended": pick(s, "ended_at", alias="s"),
-               "m_kind": pick(m, "display_kind", alias="m"), "tail": SIGNATURE_TAIL}
-    return _Schema(
-        list_sessions=LIST_SESSIONS.format(a_active=pick(m, "active"), a_compacted=pick(m, "compacted"), **session),
-        session_row=SESSION_ROW.format(
-            m_active=pick(m, "active", alias="m"), m_compacted=pick(m, "compacted", alias="m"),
-            s_cwd=pick(s, "cwd", alias="s"), s_branch=pick(s, "git_branch", alias="s"),
-            s_parent=pick(s, "parent_session_id", alias="s"), s_source=pick(s, "source", alias="s"),
-            s_profile=pick(s, "profile_name", alias="s"), **session),
-        messages=MESSAGES.format(
-            tool_calls=pick(m, "tool_calls"), timestamp=pick(m, "timestamp"), reasoning=pick(m, "reasoning"),
-            reasoning_content=pick(m, "reasoning_content"), reasoning_details=pick(m, "reasoning_details"),
-            summary=pick(m, "_compressed_summary"), active=pick(m, "active"), compacted=pick(m, "compacted"),
-            kind=pick(m, "display_kind"), identity=pick(m, "display_identity")))
+    sessions = SESSIONS.format(
+        s_title=pick(s, "title", alias="s"), s_started=pick(s, "started_at", alias="s"),
+        s_last=pick(s, "last_activity_at", alias="s"), s_ended=pick(s, "ended_at", alias="s"),
+        live=LIVE_ROWS if "active" in m else "NULL", m_kind=pick(m, "display_kind", alias="m"), tail=SIGNATURE_TAIL,
+        s_cwd=pick(s, "cwd", alias="s"), s_branch=pick(s, "git_branch", alias="s"),
+        s_parent=pick(s, "parent_session_id", alias="s"), s_source=pick(s, "source", alias="s"),
+        s_profile=pick(s, "profile_name", alias="s"))
+    return SessionSql(sessions=sessions, messages=MESSAGES.format(
+        tool_calls=pick(m, "tool_calls"), timestamp=pick(m, "timestamp"), reasoning=pick(m, "reasoning"),
+        reasoning_content=pick(m, "reasoning_content"), reasoning_details=pick(m, "reasoning_details"),
+        summary=pick(m, "_compressed_summary"), active=pick(m, "active"), compacted=pick(m, "compacted"),
+        kind=pick(m, "display_kind"), identity=pick(m, "display_identity")))
 
 
 def _signature(row: tuple[Any, ...]) -> int:
-    return signature(*row[1:10])
+    return signature(*row[1:9])
 
 
 def _list(con: sqlite3.Connection) -> Iterator[ListedSession]:
-    for row in con.execute(_schema(con).list_sessions):
+    for row in con.execute(_schema(con).sessions):
         yield str(row[0]), _signature(row), int(row[5] or 0)
 
 
@@ -255,27 +245,22 @@ def resume_command(session_id: str, cwd: str | None, profile: str | None, source
 # --- state.db -------------------------------------------------------------------------------------
 def read_database_session(found: Found) -> Unit:
     """One session of a ``state.db``, read in one transaction."""
-    db, session_id = found.locator[:2]
+    session_id = found.locator[1]
     profile = found.locator[2] if len(found.locator) > 2 else ""
-    with snapshot(db, found.path) as con:
-        schema = _schema(con)
-        row = con.execute(schema.session_row, (session_id,)).fetchone()
-        if row is None:
-            raise UnitChanged(f"session {session_id} is no longer in {os.path.basename(db)}")
-        rows = con.execute(schema.messages, (session_id,)).fetchall()
+    row, rows = read_session(found, _schema)
     started = to_epoch_ms(row[2])
     conv = Conversation(default_ts=started)
     for values in rows:
         conv.add(dict(zip(MESSAGE_KEYS, values, strict=True)))
-    cwd = nonblank(row[10])
+    cwd = nonblank(row[9])
     updated = [t for t in (to_epoch_ms(row[3]), to_epoch_ms(row[4]), conv.last_ts, started) if t is not None]
     title = nonblank(row[1]) or (first_line_title(conv.first_user) if conv.first_user else None)
-    source = nonblank(row[13])
-    info = SessionInfo(agent=AGENT, session_id=session_id, title=title, cwd=cwd, branch=nonblank(row[11]),
+    source = nonblank(row[12])
+    info = SessionInfo(agent=AGENT, session_id=session_id, title=title, cwd=cwd, branch=nonblank(row[10]),
                        started_at=started if started is not None else conv.first_ts,
                        updated_at=max(updated) if updated else None, message_count=len(conv.messages),
-                       resume_command=resume_command(session_id, cwd, profile or nonblank(row[14]), source),
-                       parent_session_id=nonblank(row[12]))
+                       resume_command=resume_command(session_id, cwd, profile or nonblank(row[13]), source),
+                       parent_session_id=nonblank(row[11]))
     return Unit(info, conv.messages, _signature(row), conv.skips)
 
 

@@ -210,6 +210,17 @@ def test_default_roots_cover_linux_and_macos(tmp_path: Path) -> None:
     assert devin.SPEC.shaped("sessions.db") and not devin.SPEC.shaped("sessions.db-wal")
 
 
+def test_discovery_under_the_default_roots_of_a_fake_home(tmp_path: Path) -> None:
+    """With HOME at a fake folder, a macOS-laid store and a Linux-laid one are each found by the default roots (the
+    absent one is no problem)."""
+    for n, layout in enumerate((".local/share/devin/cli", "Library/Application Support/devin/cli")):
+        home = tmp_path / f"home{n}"
+        dvb.DevinDb(home / layout / "sessions.db").session().user(f"from {layout}")
+        problems: list[RootProblem] = []
+        found = [f for r in devin.default_roots({}, home) for f in devin.discover(r, problems, {}, True)]
+        assert problems == [] and [devin.read_unit(f).messages[0].text for f in found] == [f"from {layout}"]
+
+
 def test_sample_session() -> None:
     """samples/devin: one session whose retried answer is off the chain, titled, with its folder and resume."""
     [unit] = _units(SAMPLE).values()

@@ -288,6 +288,23 @@ def test_default_roots_follow_hermes_home(tmp_path: Path) -> None:
         str(tmp_path / "h")]
 
 
+def test_discovery_under_the_default_root_of_a_fake_home(tmp_path: Path) -> None:
+    """With HOME at a fake folder the default root finds ~/.hermes/state.db and a profile; HERMES_HOME moves it."""
+    home = tmp_path / "home"
+    hb.HermesDb(home / ".hermes" / "state.db").session().user("default home")
+    hb.HermesDb(home / ".hermes" / "profiles" / "work" / "state.db").session(suffix="11112222").user("work profile")
+    hb.HermesDb(tmp_path / "elsewhere" / "state.db").session().user("moved home")
+
+    def texts(env: dict[str, str]) -> list[str]:
+        problems: list[RootProblem] = []
+        found = [f for r in hermes.default_roots(env, home) for f in hermes.discover(r, problems, {}, True)]
+        assert problems == []
+        return sorted(hermes.read_unit(f).messages[0].text for f in found)
+
+    assert texts({}) == ["default home", "work profile"]
+    assert texts({"HERMES_HOME": str(tmp_path / "elsewhere")}) == ["moved home"]
+
+
 def test_discovery_shapes_and_a_named_legacy_folder(tmp_path: Path) -> None:
     """doctor's shape test knows state.db and the legacy names; a folder of legacy files named as a root is read."""
     assert [hermes.SPEC.shaped(n) for n in ("state.db", "session_x.json", "20250101_120000_ab12cd34.jsonl",

@@ -195,6 +195,25 @@ def test_default_roots_follow_xdg_flatpak_and_macos(tmp_path: Path) -> None:
     assert zed.SPEC.shaped("threads.db") and not zed.SPEC.shaped("threads.db-wal")
 
 
+def test_discovery_under_the_default_roots_of_a_fake_home(tmp_path: Path) -> None:
+    """With HOME at a fake folder the Linux and macOS stores are found by the default roots; an open write
+    transaction of the editor is not seen and does not block the read."""
+    for n, layout in enumerate((".local/share/zed/threads", "Library/Application Support/Zed/threads")):
+        home = tmp_path / f"home{n}"
+        zb.ZedDb(home / layout / "threads.db").thread("t").ask(f"from {layout}")
+        problems: list[RootProblem] = []
+        found = [f for r in zed.default_roots({}, home) for f in zed.discover(r, problems, {}, True)]
+        assert problems == [] and [zed.read_unit(f).messages[0].text for f in found] == [f"from {layout}"]
+    threads = tmp_path / "home0" / ".local/share/zed/threads"
+    editor = sqlite3.connect(threads / "threads.db", isolation_level=None)
+    editor.execute("BEGIN IMMEDIATE")
+    editor.execute("UPDATE threads SET data = x'00', data_type = 'zstd'")
+    [found], _ = _discover(threads)
+    assert zed.read_unit(found).messages[0].text == "from .local/share/zed/threads"
+    editor.execute("ROLLBACK")
+    editor.close()
+
+
 def test_sample_thread() -> None:
     """samples/zed: one zstd thread with a mention, two tool calls and their results, titled, in its project."""
     [unit] = _units(SAMPLE).values()
