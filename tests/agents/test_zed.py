@@ -208,8 +208,8 @@ def test_discovery_under_the_default_roots_of_a_fake_home(tmp_path: Path) -> Non
     editor = sqlite3.connect(threads / "threads.db", isolation_level=None)
     editor.execute("BEGIN IMMEDIATE")
     editor.execute("UPDATE threads SET data = x'00', data_type = 'zstd'")
-    [found], _ = _discover(threads)
-    assert zed.read_unit(found).messages[0].text == "from .local/share/zed/threads"
+    [unit_found], _ = _discover(threads)
+    assert zed.read_unit(unit_found).messages[0].text == "from .local/share/zed/threads"
     editor.execute("ROLLBACK")
     editor.close()
 
