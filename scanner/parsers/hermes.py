@@ -364,10 +364,13 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
     held: set[str] = set()
     homes = _homes(root)
     for home, profile in homes:
-        listing, fresh = list_sessions(os.path.join(home, DB_NAME), root, problems, dirs, _list, extra=(profile,))
+        db = os.path.join(home, DB_NAME)
+        listing, fresh = list_sessions(db, root, problems, dirs, _list, extra=(profile,))
         if listing is not None:
             yield from due(listing, fresh, full, held)
             held |= listing.ids
+        elif os.path.exists(db):
+            return  # never listed yet (locked): its ids are unknown, so no legacy copy may stand in for them
     for home, _ in homes:
         yield from _legacy_files(os.path.join(home, LEGACY_DIR), held, root, problems)
     if root.explicit:  # a folder of legacy files named on its own

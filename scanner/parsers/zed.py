@@ -119,6 +119,21 @@ def _result_text(result: object) -> str:
     return f"[error] {text}" if obj.get("is_error") is True else text
 
 
+def mention_label(uri: object) -> str | None:
+    """What a mention points at: Zed's ``MentionUri`` enum (``{"File": {"abs_path": …}}``,
+    ``{"Symbol": {"abs_path", "name", …}}``, ``{"Thread": {"id", "name"}}``, ``{"Fetch": {"url"}}``, …) as
+    ``<path or url>[#<name>]``, else its name or variant; a URI string as it is."""
+    if isinstance(uri, str):
+        return uri or None
+    variant, payload = _tag(uri)
+    fields = as_object(payload)
+    where = next((fields[k] for k in ("abs_path", "path", "file_path", "url") if isinstance(fields.get(k), str)), None)
+    name = fields.get("name") if isinstance(fields.get("name"), str) else None
+    if where and name:
+        return f"{where}#{name}"
+    return where or name or variant
+
+
 def _tool_use_text(payload: dict[str, Any]) -> str:
     name = payload.get("name") if isinstance(payload.get("name"), str) and payload.get("name") else "tool"
     args: object = payload.get("input")
@@ -163,8 +178,8 @@ class Thread:
             count_skip(self.skips, "unknown_message", variant or "(none)")
 
     def _user(self, payload: dict[str, Any]) -> None:
-        """``{id, content: [Text | Mention | Image]}``: the typed text with each mention's uri in place
-        (the mentioned file's content is context Zed adds for the model, not indexed)."""
+        """``{id, content: [Text | Mention | Image]}``: the typed text with each mention in place as
+        ``@<path>`` (the mentioned file's content is context Zed adds for the model, not indexed)."""
         pieces: list[str] = []
         content = payload.get("content")
         for block in content if isinstance(content, list) else []:
@@ -172,9 +187,9 @@ class Thread:
             if variant == "Text" and isinstance(value, str):
                 pieces.append(value)
             elif variant == "Mention":
-                uri = as_object(value).get("uri")
-                if isinstance(uri, str) and uri:
-                    pieces.append(f"@{uri}")
+                label = mention_label(as_object(value).get("uri"))
+                if label:
+                    pieces.append(f"@{label}")
                 count_skip(self.skips, "mention")
             elif variant == "Image":
                 count_skip(self.skips, "attachment", "Image")

@@ -261,6 +261,23 @@ def test_a_live_writer_never_blocks_the_read_and_a_locked_store_waits(tmp_path: 
     assert hermes.read_unit(locked).session.session_id == "x1"
 
 
+def test_a_store_locked_before_its_first_listing_lets_no_legacy_copy_stand_in(tmp_path: Path) -> None:
+    """While a state.db that was never listed is locked, its ids are unknown: the pass reports the root and offers
+    neither its sessions nor the legacy files (which may be copies of them); once free, the database wins."""
+    con = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    con.executescript(hb.OLD_SCHEMA)
+    con.execute("INSERT INTO sessions (id, source, started_at) VALUES ('20250101_120000_0badf00d', 'cli', 1.7e9)")
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "20250101_120000_0badf00d.jsonl").write_bytes(
+        hb.legacy_jsonl(BASE_TIME, [{"role": "user", "content": "legacy copy"}]))
+    con.execute("BEGIN EXCLUSIVE")
+    found, problems = _discover(tmp_path)
+    assert found == [] and "locked" in problems[0].reason
+    con.execute("ROLLBACK")
+    found, problems = _discover(tmp_path)
+    assert problems == [] and [f.locator[1] for f in found] == ["20250101_120000_0badf00d"]
+
+
 def test_legacy_files_being_written_malformed_and_empty(tmp_path: Path) -> None:
     """A JSONL whose last line is cut off waits while fresh and is counted once settled; a line that is not an
     object is counted; a JSON document that does not parse waits while fresh."""

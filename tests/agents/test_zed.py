@@ -75,12 +75,15 @@ def test_corpus_store_with_a_json_row_and_a_real_zstd_row(tmp_path: Path) -> Non
 
 # -- the builder's threads ----------------------------------------------------------------------------
 def test_thread_blocks_become_messages(tmp_path: Path) -> None:
-    """Mentions stay in the prompt as @uri (their content is not indexed), each tool use is followed by its result
-    ([error] when is_error, output when there is no content), redacted thinking and images are counted."""
+    """Mentions stay in the prompt as @<path>[#name] (their content is not indexed), each tool use is followed by
+    its result ([error] when is_error, output when there is no content), redacted thinking and images are counted."""
     db = zb.ZedDb(tmp_path / "threads.db")
     th = db.thread("t-1", "Explain the build script", folders=("/home/dev/zeta", "/home/dev/alpha"))
-    th.add(zb.user("u1", zb.text("what does "), zb.mention("file:///home/dev/zeta/build.rs", "fn main() {}"),
-                   zb.text(" do?"), {"Image": {"source": "AAAA"}}))
+    th.add(zb.user("u1", zb.text("what does "), zb.mention("/home/dev/zeta/build.rs", "fn main() {}"),
+                   zb.text(" do? see "), {"Mention": {"uri": {"Symbol": {"abs_path": "/home/dev/zeta/lib.rs",
+                                                                          "name": "bind", "line_range": [1, 9]}}}},
+                   zb.text(" and "), {"Mention": {"uri": "zed:///agent/thread/t-0", "content": ""}},
+                   {"Image": {"source": "AAAA"}}))
     failed = {**zb.tool_result("t2", "terminal", "", is_error=True), "content": [], "output": "exit 101"}
     th.add(zb.agent(zb.thinking("Open the file."), {"RedactedThinking": "xx"},
                     zb.tool_use("t1", "read_file", {"path": "build.rs"}), zb.tool_use("t2", "terminal", {"cmd": "x"}),
@@ -89,14 +92,15 @@ def test_thread_blocks_become_messages(tmp_path: Path) -> None:
     [unit] = _units(tmp_path).values()
     sane(unit)
     assert _texts(unit.messages) == [
-        ("user", "text", "what does @file:///home/dev/zeta/build.rs do?"),
+        ("user", "text", "what does @/home/dev/zeta/build.rs do? see @/home/dev/zeta/lib.rs#bind and "
+                         "@zed:///agent/thread/t-0"),
         ("assistant", "thinking", "Open the file."),
         ("assistant", "tool_call", 'read_file {"path":"build.rs"}'),
         ("tool", "tool_result", "fn main(){ bindgen() }"),
         ("assistant", "tool_call", 'terminal {"cmd":"x"}'),
         ("tool", "tool_result", "[error] exit 101"),
         ("assistant", "text", "It generates bindings.")]
-    assert unit.skips == {"mention": 1, "attachment:Image": 1, "redacted_thinking": 1}
+    assert unit.skips == {"mention": 3, "attachment:Image": 1, "redacted_thinking": 1}
     s = unit.session
     # The first folder of the workspace, whatever the sorted column's order.
     assert (s.session_id, s.title, s.cwd, s.started_at, s.updated_at) == (
@@ -224,7 +228,7 @@ def test_sample_thread() -> None:
         ("assistant", "text")]
     s = unit.session
     assert (s.title, s.cwd, s.resume_command) == ("Tokio task starves the UI channel", "/home/dev/tidepool", None)
-    assert "@file:///home/dev/tidepool/src/sync.rs" in unit.messages[0].text
+    assert "Look at @/home/dev/tidepool/src/sync.rs — I think" in unit.messages[0].text
 
 
 # -- end to end ----------------------------------------------------------------------------------------------

@@ -42,8 +42,9 @@ def text(t: str) -> dict[str, Any]:
     return {"Text": t}
 
 
-def mention(uri: str, content: str) -> dict[str, Any]:
-    return {"Mention": {"uri": uri, "content": content}}
+def mention(abs_path: str, content: str) -> dict[str, Any]:
+    """A file mention: the ``MentionUri::File`` variant and the file's text put before the model."""
+    return {"Mention": {"uri": {"File": {"abs_path": abs_path}}, "content": content}}
 
 
 def thinking(t: str) -> dict[str, Any]:
