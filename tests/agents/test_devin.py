@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 import tests.builders.devin as dvb
+from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import KINDS, ROLES, Message
 from aivault.scanner.parsers import devin
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
@@ -157,7 +158,8 @@ def test_signature_follows_the_chain_and_new_nodes(tmp_path: Path) -> None:
 
 def test_transcripts_are_read_only_without_a_database(tmp_path: Path) -> None:
     """Without sessions.db the ATIF exports are the sessions (steps as messages, observation results as tool
-    results, user turns of older exports by is_user_input); with a database they are not read."""
+    results, user turns of older exports by is_user_input; one being written waits); with a database they are not
+    read."""
     cli = tmp_path / "devin" / "cli"
     (cli / "transcripts").mkdir(parents=True)
     steps = [
@@ -186,8 +188,12 @@ def test_transcripts_are_read_only_without_a_database(tmp_path: Path) -> None:
     assert (info.session_id, info.title, info.cwd, info.started_at, info.updated_at) == (
         "t-1", "why is the build red?", "/home/dev/svc", T0, T0 + 16_000)
     assert info.resume_command == "cd /home/dev/svc && devin -r t-1"
-    with pytest.raises(Exception, match="not a Devin transcript"):
+    with pytest.raises(UnitUnreadable, match="not a Devin transcript"):
         devin.read_unit(units["broken.json"])
+    (cli / "transcripts" / "broken.json").write_bytes(b'{"session_id": "t-2", "steps": [')
+    [being_written] = [f for f in _discover(cli)[0] if f.path.endswith("broken.json")]
+    with pytest.raises(UnitChanged):  # an export still being written is read on a later pass
+        devin.read_unit(being_written)
     dvb.DevinDb(cli / "sessions.db").session().user("from the database")
     found, _ = _discover(cli)
     assert [f.locator[1] for f in found] == ["5b0e8c1a-7d2f-4e6b-9a31-0c4d2e6f8a10"]
