@@ -68,6 +68,10 @@ OTHER: list[tuple[str, Any, str | None]] = [
 _VOLATILE_KEYS = {"tookMs", "durationMs", "pid", "ms", "elapsedS", "home"}
 # When this run's indexer looked, not what it found: session times (updatedAt...) are kept.
 _VOLATILE_TIMES = {"lastReconcileAt", "lastSweepCompletedAt"}
+# The samples of agents without an environment variable of their own (as ./dev demo names them).
+_NAMED_ROOTS = ("--root", f"aider={REPO / 'samples' / 'aider'}",
+                "--root", f"devin={REPO / 'samples' / 'devin' / '.local' / 'share' / 'devin' / 'cli'}",
+                "--root", f"zed={REPO / 'samples' / 'zed' / '.local' / 'share' / 'zed' / 'threads'}")
 _CURSOR = re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}$")
 
 
@@ -163,10 +167,9 @@ def run(code: Path) -> dict[str, Any]:
         env = _env(home, code)
         _cli(env, "enable")
         (home / "config.json").write_text(json.dumps({"embed": {"enabled": False}}))
-        _cli(env, "index", "--root", f"aider={REPO / 'samples' / 'aider'}")
+        _cli(env, "index", *_NAMED_ROOTS)
         result = {"direct": record(env)}
-        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", "--root",
-                                   f"aider={REPO / 'samples' / 'aider'}"], env=env, cwd="/",
+        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *_NAMED_ROOTS], env=env, cwd="/",
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60

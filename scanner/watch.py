@@ -36,9 +36,11 @@ WATCH_MAX_DIRS = 20_000
 WATCH_DEBOUNCE_MS = 30
 WATCH_STEP_MS = 10
 _STOP_CHECK_MS = 500
-# Agents whose roots are the user's own project trees (Aider's history lives in each repository):
-# watching them would spend the budget on source folders, so they are polled.
-UNWATCHED_AGENTS = frozenset({"aider"})
+# Agents whose roots are the user's own project trees (Aider's history lives in each repository), or
+# a home that also holds the agent's installation and busy logs (Hermes: ~/.hermes/hermes-agent with
+# its virtualenv, logs/): watching them would spend the budget on folders that hold no transcript
+# and wake the scanner on every log line, so they are polled.
+UNWATCHED_AGENTS = frozenset({"aider", "hermes"})
 # SQLite's shared-memory index changes on every read, ours included: never a reason to look again.
 _IGNORED_SUFFIXES = ("-shm",)
 
