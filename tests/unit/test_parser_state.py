@@ -24,6 +24,8 @@ STORED_KEYS = {
     "copilot": ["v", "sid", "cwd", "branch", "t0", "t1", "n", "first_user", "calls", "reasoning", "stats"],
     "cursor": ["v", "t0", "t1", "n", "first_user", "stats"],
     "goose": ["v", "title", "cwd", "first_user", "started", "updated", "count", "seen", "stats"],
+    "kimi": ["v", "cwd", "profile", "t0", "t1", "n", "first_user", "prompt", "loop", "stats"],
+    "droid": ["v", "sid", "title", "cwd", "parent", "t0", "t1", "n", "first_user", "stats"],
 }
 
 
