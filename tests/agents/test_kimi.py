@@ -273,7 +273,7 @@ def test_discovery_finds_every_layout_and_skips_kimi_work_internals(tmp_path: Pa
     root = tmp_path / "sessions"
     files = ["wd_a_0123456789ab/session_1/agents/main/wire.jsonl",
              "wd_a_0123456789ab/session_1/agents/agent-0/wire.jsonl",
-             "wd_a_0123456789ab/session_1/agents/main/plans/p.md", "wd_a_0123456789ab/session_1/state.json",
+             "wd_a_0123456789ab/session_1/agents/main/plans/plan.txt", "wd_a_0123456789ab/session_1/state.json",
              "0cc175b9c0f1b6a831c399e269772661/s-1/wire.jsonl", "0cc175b9c0f1b6a831c399e269772661/s-1/context.jsonl",
              "0cc175b9c0f1b6a831c399e269772661/s-1/subagents/a1/wire.jsonl",
              "wd_b_0123456789ab/conv-7/agents/main/wire.jsonl", "wd_b_0123456789ab/conv-8/wire.jsonl",
