@@ -27,7 +27,7 @@ from aivault.scanner.sources import Mode, Root
 from aivault.scanner.spec import AgentSpec, file_discovery
 
 RESUME = "kimi --session"
-SUBAGENT_PROFILES_NOT_NAMES = frozenset({"sub", "main"})  # agent types that say nothing about the task
+GENERIC_AGENT_TYPES = frozenset({"sub", "main"})  # state.json agent types that name no profile
 
 
 @dataclass(slots=True)
@@ -88,7 +88,7 @@ class KimiParser(LineParser[KimiState]):
         if self._where.agent_id is None:
             return self._side.title or self.st.first_user
         kind = self.st.profile or self._side.agent_type
-        label = f"subagent ({kind})" if kind and kind not in SUBAGENT_PROFILES_NOT_NAMES else "subagent"
+        label = f"subagent ({kind})" if kind and kind not in GENERIC_AGENT_TYPES else "subagent"
         task = self._side.description or self.st.first_user
         return f"{label}: {task}" if task else label
 
