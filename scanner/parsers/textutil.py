@@ -52,3 +52,21 @@ def sized_hash(text: str, seed: int = 0) -> int:
     different texts of one response practically never collide."""
     data = text.encode("utf-8", "surrogatepass")
     return zlib.crc32(data, seed) | (len(data) << 32)
+
+
+def strip_leading_blocks(text: str, tags: tuple[str, ...]) -> str:
+    """``text`` without the complete ``<tag>…</tag>`` blocks of ``tags`` it opens with (context an
+    agent puts in front of what the user typed: reminders, git context), and the white space
+    around them. An unclosed block is left in place: it may be the user's own text."""
+    rest = text
+    while True:
+        head = rest.lstrip()
+        for tag in tags:
+            opening = f"<{tag}>"
+            if head.startswith(opening):
+                end = head.find(f"</{tag}>", len(opening))
+                if end >= 0:
+                    rest = head[end + len(tag) + 3:]
+                    break
+        else:
+            return rest if rest is text else rest.lstrip()

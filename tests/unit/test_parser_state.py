@@ -25,6 +25,8 @@ STORED_KEYS = {
     "cursor": ["v", "t0", "t1", "n", "first_user", "stats"],
     "goose": ["v", "title", "cwd", "first_user", "started", "updated", "count", "seen", "stats"],
     "antigravity": ["v", "title", "first_user", "cwd", "branch", "parent", "lineage", "t0", "t1", "n", "stats"],
+    "kimi": ["v", "cwd", "profile", "t0", "t1", "n", "first_user", "prompt", "loop", "stats"],
+    "droid": ["v", "sid", "title", "cwd", "parent", "t0", "t1", "n", "first_user", "stats"],
 }
 
 

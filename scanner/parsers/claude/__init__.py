@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aivault.scanner.model import KindName, Message, ParseStats, SessionInfo
+from aivault.scanner.model import Message, ParseStats, SessionInfo
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, file_stem, keep_recent, stored_as
 from aivault.scanner.parsers.claude.records import (
     BOOKKEEPING_TYPES,
@@ -22,6 +22,7 @@ from aivault.scanner.parsers.claude.records import (
     INJECTED_PREFIXES,
     MARKUP_TAG,
     SUBAGENT_TITLE_PREFIX,
+    assistant_block,
     block_hash,
     blocks_text,
     clean_title,
@@ -377,32 +378,10 @@ class ClaudeParser(LineParser[ClaudeState]):
             self.st.block_hashes = []
         out: list[Message] = []
         for block in content:
-            if type(block) is not dict:
+            mapped = assistant_block(block)
+            if mapped is None:
                 continue
-            btype = block.get("type")
-            block_id: str | None = None
-            kind: KindName
-            if btype == "text":
-                text = block.get("text")
-                if not isinstance(text, str) or not text:
-                    continue
-                kind = "text"
-            elif btype == "thinking":
-                text = block.get("thinking")
-                if not isinstance(text, str) or not text.strip():
-                    continue
-                kind = "thinking"
-            elif btype == "tool_use" or btype == "server_tool_use":
-                name = block.get("name")
-                if not isinstance(name, str) or not name:
-                    name = "tool"
-                tool_input = block.get("input")
-                text = name if tool_input is None else name + " " + compact_json(tool_input)
-                raw_id = block.get("id")
-                block_id = raw_id if isinstance(raw_id, str) else None
-                kind = "tool_call"
-            else:
-                continue
+            kind, text, block_id = mapped
             if msg_id is not None:
                 digest = block_hash(kind, block_id, text)
                 if digest in self.st.block_hashes:

@@ -9,6 +9,8 @@ import re
 
 import orjson
 
+from aivault.scanner.model import KindName
+from aivault.scanner.parsers.jsonutil import compact_json
 from aivault.scanner.parsers.textutil import sized_hash, text_crc
 
 # Text Claude Code itself puts into "user" records: slash-command echoes, hook output, reminders.
@@ -71,6 +73,31 @@ def blocks_text(content: object) -> str:
         ]
         return "\n".join(parts)
     return ""
+
+
+def assistant_block(block: object) -> tuple[KindName, str, str | None] | None:
+    """(kind, text, block id) of one assistant content block in Anthropic's shape (a text, thinking or
+    tool_use / server_tool_use block; a call's text is its name and compact JSON input); None for
+    any other block, or one with nothing in it. Shared with the agents that write Claude's blocks
+    (Factory Droid, scanner/parsers/droid.py)."""
+    if type(block) is not dict:
+        return None
+    btype = block.get("type")
+    if btype == "text":
+        text = block.get("text")
+        return ("text", text, None) if isinstance(text, str) and text else None
+    if btype == "thinking":
+        text = block.get("thinking")
+        return ("thinking", text, None) if isinstance(text, str) and text.strip() else None
+    if btype == "tool_use" or btype == "server_tool_use":
+        name = block.get("name")
+        if not isinstance(name, str) or not name:
+            name = "tool"
+        tool_input = block.get("input")
+        raw_id = block.get("id")
+        text = name if tool_input is None else name + " " + compact_json(tool_input)
+        return "tool_call", text, raw_id if isinstance(raw_id, str) else None
+    return None
 
 
 def block_hash(kind: str, block_id: str | None, text: str) -> int:
