@@ -140,10 +140,10 @@ def read_session(found: Found) -> Unit:
                              lambda size: f"the session is {size} bytes, over the {MAX_SESSION_BYTES}-byte limit")
     doc = loads_line(data) if data.strip() else None
     if not isinstance(doc, dict):
-        if time.time_ns() - st.st_mtime_ns < SETTLE_S * 1_000_000_000:
+        # A document cut short is being rewritten; one that parses but is no object never will be one.
+        if doc is None and time.time_ns() - st.st_mtime_ns < SETTLE_S * 1_000_000_000:
             raise UnitChanged("the session is not complete JSON yet")
-        raise UnitUnreadable("the session is not a JSON object" if doc is not None or not data.strip()
-                             else "the session is not valid JSON")
+        raise UnitUnreadable("the session is not a JSON object" if doc is not None else "the session is not valid JSON")
     entry = read_index(os.path.dirname(found.path)).get(Path(found.path).stem)
     sig = signature(st.st_size, st.st_mtime_ns, st.st_ino, _entry_key(entry))
     return session_unit(doc, found.path, entry or {}, st.st_mtime_ns // 1_000_000, sig)
