@@ -189,7 +189,7 @@ def test_v3_session_maps_every_payload_type(tmp_path: Path) -> None:
     w = kb.KiroV3Writer(tmp_path / ".kiro", "/home/dev/puffin", "sess_d0000000-0000-4000-8000-000000000005",
                         title="Puffin retry storm", parent="sess_d0000000-0000-4000-8000-000000000000")
     w.add({"type": "session_start", "content": "You are Kiro CLI"})
-    w.add({"type": "steering_inclusion", "path": ".kiro/steering/product.md"})
+    w.add({"type": "steering_inclusion", "name": "product"})
     w.user("the puffin client retries forever")
     w.add({"type": "turn_start", "executionId": "exec-1"})
     w.say("Look for the retry loop.", op="Reasoning")
