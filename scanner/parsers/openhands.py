@@ -47,6 +47,8 @@ MAX_EVENT_BYTES: Final = 64 << 20
 MAX_STATE_BYTES: Final = 64 << 20
 # An event file that does not parse and was written this recently is being written: read next pass.
 SETTLE_S: Final = 30
+# A conversation read within this long of its last change is read again by the next pass (read_conversation).
+SETTLE_NS: Final = 2_000_000_000
 RESUME: Final = "openhands --resume"
 # Where base_state.json's workspace keeps the folder, by workspace kind (AV tries the same keys).
 WORKSPACE_KEYS: Final = ("working_dir", "cwd", "path", "mount_path", "root", "repo_path", "repo_root")
@@ -96,8 +98,7 @@ def conversation_dirs(root: str) -> Iterator[str]:
             yield from (c for c in _subfolders(os.path.join(child, SERVER_DIR)) if is_conversation(c))
 
 
-def stamp(folder: str) -> int:
-    """The change signature of a conversation folder (see the module docstring)."""
+def _stamp_parts(folder: str) -> tuple[int, ...]:
     parts: list[int] = []
     for name in (EVENTS, BASE_STATE):
         try:
@@ -105,7 +106,12 @@ def stamp(folder: str) -> int:
             parts += [st.st_size if name == BASE_STATE else 0, st.st_mtime_ns]
         except OSError:
             parts += [-1, -1]
-    return signature(*parts)
+    return tuple(parts)
+
+
+def stamp(folder: str) -> int:
+    """The change signature of a conversation folder (see the module docstring)."""
+    return signature(*_stamp_parts(folder))
 
 
 def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
@@ -185,13 +191,19 @@ def active_branch(events: list[dict[str, Any]], skips: dict[str, int]) -> list[d
 def read_conversation(found: Found) -> Unit:
     """One conversation folder, read whole; UnitChanged when it changed while it was read."""
     folder = found.path
-    before = stamp(folder)
+    parts = _stamp_parts(folder)
     skips: dict[str, int] = {}
     base = loads_line(_read(os.path.join(folder, BASE_STATE), MAX_STATE_BYTES) or b"")
     events = read_events(folder, skips)
-    if stamp(folder) != before:
+    if _stamp_parts(folder) != parts:
         raise UnitChanged(f"{folder} changed while it was read")
-    return conversation_unit(folder, as_object(base), events, before, skips)
+    sig = signature(*parts)
+    if max(parts[1], parts[3]) > time.time_ns() - SETTLE_NS:
+        # A file system's clock ticks coarsely: an event written in the same tick as the one just read leaves
+        # the folder's mtime where it was. A signature read this soon after a change is marked, so that it
+        # never matches the folder's and the next pass reads the conversation again, until it settled.
+        sig = signature(sig, "settling")
+    return conversation_unit(folder, as_object(base), events, sig, skips)
 
 
 def dashed(hex_id: str) -> str:

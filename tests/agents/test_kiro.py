@@ -159,6 +159,18 @@ def test_without_a_sidecar_the_file_names_the_session(tmp_path: Path) -> None:
     assert s.started_at == s.updated_at == int(w.t.timestamp()) * 1000
 
 
+def test_a_sidecar_caught_mid_rewrite_keeps_the_folder_and_parent(tmp_path: Path) -> None:
+    """The sidecar is rewritten every turn: a read that finds it cut short keeps the cwd and parent the state
+    remembers from the last read, and the file names the session."""
+    w = kb.KiroWriter(tmp_path / ".kiro", "/home/dev/auk", "b0000000-0000-4000-8000-000000000003", parent="p-1")
+    w.prompt("first").assistant("one").save()
+    parser, _ = parse(w.path)
+    w.sidecar_path.write_text(w.sidecar_path.read_text()[:40])
+    resumed = kiro.make_parser(str(w.path), parser.state())
+    s = resumed.session
+    assert (s.cwd, s.parent_session_id, s.session_id) == ("/home/dev/auk", "p-1", w.session_id)
+
+
 def test_a_rewind_fork_keeps_only_what_came_after_the_fork(tmp_path: Path) -> None:
     """2.6 /rewind: the new session replays the parent's lines up to the chosen prompt (same message ids);
     those are skipped as fork-replay, the rest indexed, and the fork links to its parent. The parent keeps

@@ -175,6 +175,10 @@ def test_discovery_of_cli_and_server_layouts_and_signatures(tmp_path: Path) -> N
     assert sorted(found) == [str(cli.dir), str(server.dir)]
     assert openhands.read_conversation(found[str(server.dir)]).session.resume_command is None
     first = found[str(cli.dir)]
+    assert openhands.read_conversation(first).signature != first.mtime_ns  # just written: read again next pass
+    for path in (cli.events_dir, cli.dir / "base_state.json"):
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+    [first], _ = discover(oh / "conversations")
     assert openhands.read_conversation(first).signature == first.mtime_ns
     assert discover(oh / "conversations")[0][0].mtime_ns == first.mtime_ns
     time.sleep(0.01)
@@ -210,6 +214,12 @@ def test_sample_conversation() -> None:
 
 
 # -- end to end ----------------------------------------------------------------------------------------------
+def settle(w: hb.OpenHandsWriter, k: int) -> None:
+    """Date the conversation's last change in the past (the k-th change), as if its writes had settled."""
+    for path in (w.events_dir, w.dir / "base_state.json"):
+        os.utime(path, ns=(OLD_NS + k, OLD_NS + k))
+
+
 @pytest.fixture
 def openhands_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon, Path]]:
     conversations = tmp_path / "user" / ".openhands" / "conversations"
@@ -221,11 +231,13 @@ def openhands_daemon(home: Home, tmp_path: Path) -> Iterator[tuple[InprocDaemon,
 def test_daemon_indexes_a_conversation_once_and_rereads_new_events_once(
         openhands_daemon: tuple[InprocDaemon, Path]) -> None:
     """Through a real daemon and scanner: a conversation under a default-shaped root is searchable with the right
-    metadata; a second pass reads nothing; new event files are read by a recent pass once, still one session."""
+    metadata; a second pass reads nothing; new event files are read by a recent pass once, still one session
+    (changes are dated back: one read within seconds of a change is repeated by the next pass)."""
     d, conversations = openhands_daemon
     w = hb.OpenHandsWriter(conversations, "6" * 32, working_dir="/home/dev/heron")
     w.user("the heron importer skips rows with a BOM").terminal("rg open importer.py", "open(p)")
     w.assistant("Open it with encoding='utf-8-sig'.")
+    settle(w, 1)
     assert d.reconcile()["messages"] == 4
     [hit] = d.search("heron")["hits"]
     assert (hit["agent"], hit["sessionId"], hit["messageCount"], hit["title"], hit["cwd"]) == (
@@ -233,8 +245,8 @@ def test_daemon_indexes_a_conversation_once_and_rereads_new_events_once(
     assert hit["resumeCommand"] == f"cd /home/dev/heron && openhands --resume {w.session_id}"
     again = d.reconcile()
     assert again["files_changed"] == 0 and again["messages"] == 0
-    time.sleep(0.01)
     w.user("does the egret importer need it too")
+    settle(w, 2)
     changed = d.reconcile(full=False)
     assert changed["files_changed"] == 1 and changed["messages"] == 5
     assert d.reconcile(full=False)["messages"] == 0

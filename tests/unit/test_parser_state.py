@@ -24,7 +24,7 @@ STORED_KEYS = {
     "copilot": ["v", "sid", "cwd", "branch", "t0", "t1", "n", "first_user", "calls", "reasoning", "stats"],
     "cursor": ["v", "t0", "t1", "n", "first_user", "stats"],
     "goose": ["v", "title", "cwd", "first_user", "started", "updated", "count", "seen", "stats"],
-    "kiro": ["v", "t0", "t1", "n", "ts", "first_user", "prefix_done", "stats"],
+    "kiro": ["v", "t0", "t1", "n", "ts", "first_user", "cwd", "parent", "prefix_done", "stats"],
 }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -57,6 +58,9 @@ class KiroState(ParserState):
     count: int = stored_as("n", 0)
     last: int | None = stored_as("ts")  # the latest prompt's time, inherited by the lines after it
     first_user: str | None = stored_as("first_user")
+    # The sidecar's cwd and parent as last read: a sidecar caught mid-rewrite does not lose them.
+    cwd: str | None = stored_as("cwd")
+    parent: str | None = stored_as("parent")
     prefix_done: bool = stored_as("prefix_done", False)  # past a fork's replayed parent lines
     stats: ParseStats = stored_as("stats", factory=ParseStats)
 
@@ -147,26 +151,30 @@ class _KiroParser(LineParser[KiroState]):
         self.path = path
         self.st = KiroState.load(state)
         self._load_sidecar()
+        self.st.cwd = self.sidecar.cwd or self.st.cwd
+        self.st.parent = self.sidecar.parent or self.st.parent
         self._parent_ids: frozenset[str] = frozenset()
         if not self.st.prefix_done and self.sidecar.parent and self.parent_file:
             self._parent_ids = line_ids(self.parent_file, self.message_id)
 
+    @abstractmethod
     def _load_sidecar(self) -> None:
-        raise NotImplementedError
+        """Set ``file_id``, ``sidecar`` and, for a fork, ``parent_file``."""
 
     @staticmethod
+    @abstractmethod
     def message_id(obj: dict[str, Any]) -> object:
-        raise NotImplementedError
+        """The id a fork's replayed line shares with its parent's."""
 
     @property
     def session(self) -> SessionInfo:
         side, st = self.sidecar, self.st
         session_id = side.session_id or self.file_id
         title = first_line_title(side.title) if side.title else None
-        return SessionInfo(agent=AGENT, session_id=session_id, title=title or st.first_user, cwd=side.cwd,
+        return SessionInfo(agent=AGENT, session_id=session_id, title=title or st.first_user, cwd=st.cwd,
                            started_at=_earliest(side.created, st.started), updated_at=_latest(side.updated, st.updated),
-                           message_count=st.count, resume_command=resume_command(session_id, side.cwd),
-                           parent_session_id=side.parent)
+                           message_count=st.count, resume_command=resume_command(session_id, st.cwd),
+                           parent_session_id=st.parent)
 
     def _replayed(self, obj: dict[str, Any]) -> bool:
         """True for a leading line of a fork that repeats its parent's (same message id)."""
