@@ -49,8 +49,8 @@ CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
 # this order. Here, not there, so that a client checks a name without importing any parser.
 AGENT_NAMES: Final[tuple[str, ...]] = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor",
                                        "copilot", "cline", "roo", "kilo", "aider", "amp", "antigravity", "pi", "omp",
-                                       "prime", "openclaw", "hermes", "kimi", "grok", "droid", "devin", "zed",
-                                       "tabnine")
+                                       "prime", "openclaw", "hermes", "kimi", "grok", "droid", "devin", "kiro",
+                                       "continue", "openhands", "zed", "tabnine")
 
 
 # --- client <-> broker RPC -------------------------------------------------------------

@@ -27,6 +27,7 @@ STORED_KEYS = {
     "antigravity": ["v", "title", "first_user", "cwd", "branch", "parent", "lineage", "t0", "t1", "n", "stats"],
     "kimi": ["v", "cwd", "profile", "t0", "t1", "n", "first_user", "prompt", "loop", "stats"],
     "droid": ["v", "sid", "title", "cwd", "parent", "t0", "t1", "n", "first_user", "stats"],
+    "kiro": ["v", "t0", "t1", "n", "ts", "first_user", "cwd", "parent", "prefix_done", "stats"],
 }
 
 
