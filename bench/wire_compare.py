@@ -80,8 +80,16 @@ def _env(home: Path, code: Path) -> dict[str, str]:
                QWEN_HOME=f"{s}/qwen/.qwen", XDG_DATA_HOME=f"{s}/opencode/.local/share",
                CRUSH_GLOBAL_DATA=f"{s}/crush/.local/share/crush", GOOSE_PATH_ROOT=f"{s}/goose",
                CURSOR_DATA_DIR=f"{s}/cursor/.cursor", COPILOT_HOME=f"{s}/copilot/.copilot",
-               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp")
+               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp",
+               VIBE_HOME=f"{s}/vibe/.vibe")
     return env
+
+
+def _sample_roots() -> list[str]:
+    """``--root`` arguments for the samples of agents that have no environment variable to point (as ./dev demo)."""
+    s = REPO / "samples"
+    return ["--root", f"aider={s / 'aider'}", "--root", f"traex={s / 'traex' / '.trae' / 'cli' / 'sessions'}",
+            "--root", f"vscode-copilot={s / 'vscode-copilot' / '.config' / 'Code' / 'User' / 'workspaceStorage'}"]
 
 
 def _cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -158,10 +166,9 @@ def run(code: Path) -> dict[str, Any]:
         env = _env(home, code)
         _cli(env, "enable")
         (home / "config.json").write_text(json.dumps({"embed": {"enabled": False}}))
-        _cli(env, "index", "--root", f"aider={REPO / 'samples' / 'aider'}")
+        _cli(env, "index", *_sample_roots())
         result = {"direct": record(env)}
-        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", "--root",
-                                   f"aider={REPO / 'samples' / 'aider'}"], env=env, cwd="/",
+        daemon = subprocess.Popen([sys.executable, "-m", "aivault.cli", "serve", *_sample_roots()], env=env, cwd="/",
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
