@@ -329,10 +329,14 @@ def user_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
     return out
 
 
+# Under each User folder: every workspace's chats, and the two chat folders of globalStorage (named
+# themselves, so that the census of a root never counts other extensions' files there).
+USER_SUBDIRS = ("workspaceStorage", "globalStorage/emptyWindowChatSessions", "globalStorage/transferredChatSessions")
+
+
 def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
-    """``<User>/workspaceStorage`` and ``<User>/globalStorage`` of every VS Code build."""
-    return [Root("vscode-copilot", str(user.absolute() / sub)) for user in user_dirs(env, home)
-            for sub in ("workspaceStorage", "globalStorage")]
+    """``<User>/workspaceStorage`` and the chat folders of ``<User>/globalStorage`` of every VS Code build."""
+    return [Root("vscode-copilot", str(user.absolute() / sub)) for user in user_dirs(env, home) for sub in USER_SUBDIRS]
 
 
 def session_file_mode(directory: str, name: str) -> Mode | None:

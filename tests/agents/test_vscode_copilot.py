@@ -174,21 +174,21 @@ def test_empty_file(tmp_path: Path) -> None:
 
 # -- discovery and roots --------------------------------------------------------------------------------
 def test_default_roots_linux_macos_builds_and_portable(tmp_path: Path) -> None:
-    """workspaceStorage and globalStorage of Code, Code - Insiders and VSCodium under ~/.config ($XDG_CONFIG_HOME)
-    and ~/Library/Application Support, and a portable install's user-data."""
+    """workspaceStorage and the two chat folders of globalStorage of Code, Code - Insiders and VSCodium under
+    ~/.config ($XDG_CONFIG_HOME) and ~/Library/Application Support, and a portable install's user-data."""
     home = tmp_path / "home"
+    subs = ("workspaceStorage", "globalStorage/emptyWindowChatSessions", "globalStorage/transferredChatSessions")
     paths = [r.path for r in vc.default_roots({}, home)]
     for base in (home / ".config", home / "Library" / "Application Support"):
         for editor in ("Code", "Code - Insiders", "VSCodium"):
-            for sub in ("workspaceStorage", "globalStorage"):
+            for sub in subs:
                 assert str(base / editor / "User" / sub) in paths
-    assert len(paths) == 12
+    assert len(paths) == 18
     env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "VSCODE_PORTABLE": str(tmp_path / "portable")}
     paths = [r.path for r in vc.default_roots(env, home)]
     assert str(tmp_path / "xdg" / "Code" / "User" / "workspaceStorage") in paths
     assert str(home / ".config" / "Code" / "User" / "workspaceStorage") not in paths
-    assert paths[-2:] == [str(tmp_path / "portable" / "user-data" / "User" / "workspaceStorage"),
-                          str(tmp_path / "portable" / "user-data" / "User" / "globalStorage")]
+    assert paths[-3:] == [str(tmp_path / "portable" / "user-data" / "User" / sub) for sub in subs]
     assert {r.agent for r in vc.default_roots(env, home)} == {"vscode-copilot"}
 
 
