@@ -93,6 +93,13 @@ def _env(home: Path, code: Path) -> dict[str, str]:
     return env
 
 
+def _sample_roots() -> list[str]:
+    """``--root`` arguments for the samples of agents that have no environment variable to point (as ./dev demo)."""
+    s = REPO / "samples"
+    return ["--root", f"aider={s / 'aider'}", "--root", f"traex={s / 'traex' / '.trae' / 'cli' / 'sessions'}",
+            "--root", f"vscode-copilot={s / 'vscode-copilot' / '.config' / 'Code' / 'User' / 'workspaceStorage'}"]
+
+
 def _cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-m", "aivault.cli", *args], env=env, capture_output=True, text=True,
                           timeout=300, cwd="/")

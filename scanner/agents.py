@@ -16,7 +16,7 @@ from aivault.scanner.spec import AgentSpec
 
 # One module (or package) per agent under aivault/scanner/parsers/, each defining SPEC (or SPECS);
 # the order is the documented one. Imported by name, so the engine depends on no parser directly.
-__REGISTRY__['aider', 'amp', 'claude', 'cline', 'codex', 'continuedev', 'copilot', 'crush', 'cursor', 'gemini', 'goose', 'kiro', 'opencode', 'openhands', 'qwen']
+__REGISTRY__['aider', 'amp', 'claude', 'cline', 'codex', 'copilot', 'crush', 'cursor', 'gemini', 'goose', 'opencode', 'qwen', 'traex', 'vibe', 'vscode_copilot']
 
 
 def _registry() -> dict[str, AgentSpec]:

@@ -252,14 +252,25 @@ class CodexState(ParserState):
     replaying: bool = stored_as("replaying", False)
     # Hashes of recent shell commands (CommandExecution dedupe).
     commands: list[int] = stored_as("commands", factory=list)
+    # The last reasoning item carried no readable text (only encrypted content): the raw reasoning
+    # event that follows it (agent_reasoning_raw_content) is its only readable copy.
+    raw_wanted: bool = stored_as("raw_wanted", False)
     stats: ParseStats = stored_as("stats", factory=ParseStats)
 
 
 class CodexParser(LineParser[CodexState]):
-    """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser)."""
+    """Turns the lines of one Codex rollout into Messages (see scanner.model.Parser).
+
+    Forks of Codex that write its rollouts (TraeX, scanner/parsers/traex.py) subclass it with their
+    own wire name and resume command.
+    """
 
     agent = "codex"
     fallback_time_key = "created_at"  # the envelope-less records of schema_drift.jsonl
+    resume_program: ClassVar[str] = "codex resume"
+    # Whether the resume command starts with a `cd` into the session's folder (Codex's own resume
+    # finds the folder itself; a fork whose behaviour is unverified is resumed from where it ran).
+    resume_in_cwd: ClassVar[bool] = False
 
     def __init__(self, path: str, state: dict[str, Any] | None = None) -> None:
         self.path = path
@@ -267,7 +278,7 @@ class CodexParser(LineParser[CodexState]):
         match = _ROLLOUT_UUID.search(stem)
         self._file_id = match.group(0) if match else stem
 
-        self._resume_id = ""
+        self._resume_key: tuple[str, str | None] = ("", None)
         self._resume_cache = ""
         self.st = CodexState.load(state)
 
@@ -277,15 +288,17 @@ class CodexParser(LineParser[CodexState]):
     def session(self) -> SessionInfo:
         """The session as known from the lines fed so far."""
         session_id = self.st.sid or self._file_id
-        return self._session(session_id, self.st.thread_name or self.st.first_user,
-                             self.st.turn_cwd or self.st.meta_cwd, self.st.branch,
-                             self._resume_command(session_id), self.st.parent)
+        cwd = self.st.turn_cwd or self.st.meta_cwd
+        return self._session(session_id, self.st.thread_name or self.st.first_user, cwd, self.st.branch,
+                             self._resume_command(session_id, cwd), self.st.parent)
 
-    def _resume_command(self, session_id: str) -> str:
+    def _resume_command(self, session_id: str, cwd: str | None) -> str:
         # The scanner reads ``session`` after every line; avoid re-quoting an unchanged id.
-        if session_id != self._resume_id:
-            self._resume_id = session_id
-            self._resume_cache = "codex resume " + shlex.quote(session_id)
+        folder = cwd if self.resume_in_cwd else None
+        if (session_id, folder) != self._resume_key:
+            self._resume_key = (session_id, folder)
+            command = f"{self.resume_program} {shlex.quote(session_id)}"
+            self._resume_cache = f"cd {shlex.quote(folder)} && {command}" if folder else command
         return self._resume_cache
 
     # -- lines ------------------------------------------------------------------------------
@@ -405,6 +418,7 @@ class CodexParser(LineParser[CodexState]):
 
     def _response_item(self, payload: dict[str, Any], ms: int | None) -> list[Message] | None:
         ptype = payload.get("type")
+        self.st.raw_wanted = False  # a raw reasoning event belongs to the item right before it
         if ptype == "message":
             self.st.items_seen = True
             role = payload.get("role")
@@ -456,15 +470,19 @@ class CodexParser(LineParser[CodexState]):
 
     def _reasoning(self, payload: dict[str, Any], ms: int | None) -> list[Message]:
         summary = payload.get("summary")
-        if not isinstance(summary, list):
-            return []
         parts = [
             item["text"]
-            for item in summary
+            for item in (summary if isinstance(summary, list) else ())
             if type(item) is dict and isinstance(item.get("text"), str) and item["text"]
         ]
         text = "\n".join(parts)
         if not text or text.isspace():
+            # No summary: the raw reasoning text when the item carries it (reasoning_text items),
+            # else the raw reasoning event that follows (TraeX writes only that, docs/formats.md §28).
+            raw = _content_text(payload.get("content"))
+            if raw and not raw.isspace():
+                return [Message("assistant", "thinking", raw, ms)]
+            self.st.raw_wanted = True
             return []
         if self.st.recent:
             if self._seen_in_events(_THINKING, text):
@@ -488,6 +506,12 @@ class CodexParser(LineParser[CodexState]):
             return []
         if etype == "item_completed":
             return self._item_completed(payload, ms)
+        if etype == "agent_reasoning_raw_content":
+            raw = payload.get("text")
+            if not self.st.raw_wanted or not isinstance(raw, str) or not raw.strip():
+                return []
+            self.st.raw_wanted = False
+            return [Message("assistant", "thinking", raw, ms)]
         if etype == "thread_name_updated":
             name = payload.get("thread_name")
             if isinstance(name, str) and name.strip():

@@ -20,7 +20,7 @@ STORED_KEYS = {
     "claude": ["v", "sid", "parent", "decided", "agent_id", "cwd", "branch", "t0", "t1", "n", "custom", "ai",
                "summary", "first_user", "pending", "uuids", "msg_id", "hashes", "bg_checked", "bg_sibling", "stats"],
     "codex": ["v", "meta", "sid", "parent", "meta_cwd", "turn_cwd", "branch", "t0", "t1", "n", "thread_name",
-              "first_user", "items", "recent", "child_start", "replaying", "commands", "stats"],
+              "first_user", "items", "recent", "child_start", "replaying", "commands", "raw_wanted", "stats"],
     "copilot": ["v", "sid", "cwd", "branch", "t0", "t1", "n", "first_user", "calls", "reasoning", "stats"],
     "cursor": ["v", "t0", "t1", "n", "first_user", "stats"],
     "goose": ["v", "title", "cwd", "first_user", "started", "updated", "count", "seen", "stats"],
@@ -29,6 +29,7 @@ STORED_KEYS = {
     "droid": ["v", "sid", "title", "cwd", "parent", "t0", "t1", "n", "first_user", "stats"],
     "kiro": ["v", "t0", "t1", "n", "ts", "first_user", "cwd", "parent", "prefix_done", "stats"],
 }
+STORED_KEYS["traex"] = STORED_KEYS["codex"]  # the Codex parser under TraeX's name
 
 
 def test_every_line_parser_writes_the_keys_existing_indexes_hold() -> None:
