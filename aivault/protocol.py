@@ -48,7 +48,8 @@ CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
 # agent the scanner reads (docs/formats.md §13); scanner/agents.py registers exactly these, in
 # this order. Here, not there, so that a client checks a name without importing any parser.
 AGENT_NAMES: Final[tuple[str, ...]] = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor",
-                                       "copilot", "cline", "roo", "kilo", "aider", "amp")
+                                       "copilot", "cline", "roo", "kilo", "aider", "amp", "dsh", "junie",
+                                       "rovodev", "auggie")
 
 
 # --- client <-> broker RPC -------------------------------------------------------------

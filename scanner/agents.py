@@ -17,7 +17,7 @@ from aivault.scanner.spec import AgentSpec
 # One module (or package) per agent under aivault/scanner/parsers/, each defining SPEC (or SPECS);
 # the order is the documented one. Imported by name, so the engine depends on no parser directly.
 MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor", "copilot", "cline",
-           "aider", "amp")
+           "aider", "amp", "dsh", "junie", "rovodev", "auggie")
 
 
 def _registry() -> dict[str, AgentSpec]:
