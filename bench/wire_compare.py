@@ -80,7 +80,8 @@ def _env(home: Path, code: Path) -> dict[str, str]:
                QWEN_HOME=f"{s}/qwen/.qwen", XDG_DATA_HOME=f"{s}/opencode/.local/share",
                CRUSH_GLOBAL_DATA=f"{s}/crush/.local/share/crush", GOOSE_PATH_ROOT=f"{s}/goose",
                CURSOR_DATA_DIR=f"{s}/cursor/.cursor", COPILOT_HOME=f"{s}/copilot/.copilot",
-               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp")
+               XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp",
+               DSH_HOME=f"{s}/dsh/.dsh", JUNIE_HOME=f"{s}/junie/.junie")
     return env
 
 

@@ -249,7 +249,8 @@ def test_daemon_indexes_a_dsh_session_once_and_rereads_an_append_once(inproc_dae
                                                                         roots: dict[str, Path]) -> None:
     """Through a real daemon and scanner: a compressed log found under a default-shaped root, searchable, right
     metadata; a second pass reads nothing; a new frame appended is seen by a recent pass and read once."""
-    w = b.DshWriter(roots["dsh"].parent, cwd="/home/dev/osprey", session_id="session-0000bbbb-0000-4000-8000-0000000000e1")
+    w = b.DshWriter(roots["dsh"].parent, cwd="/home/dev/osprey",
+                    session_id="session-0000bbbb-0000-4000-8000-0000000000e1")
     w.user("osprey exporter leaks file descriptors", reply="Close the gzip writer.",
            tool=("bash", {"command": "ls /proc/self/fd | wc -l"}, "1021"))
     w.title("osprey fd leak")
