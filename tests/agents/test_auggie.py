@@ -60,7 +60,7 @@ def test_corpus_plain_and_node_exchanges() -> None:
     assert unit.skips == {}
 
 
-# -- the format from the builder ---------------------------------------------------------------------------------
+# -- the format from the builder -----------------------------------------------------------------------------
 def test_tool_use_and_result_nodes_in_order(tmp_path: Path) -> None:
     """The agent loop: prompt, thinking and a tool_use node; then the tool_result node and the reply, given both
     as response_text and as a text node (indexed once)."""
@@ -122,7 +122,7 @@ def test_a_document_being_rewritten_waits_then_is_unreadable(tmp_path: Path) -> 
         read(w.path)
 
 
-# -- discovery and roots ----------------------------------------------------------------------------------------------
+# -- discovery and roots -------------------------------------------------------------------------------------
 def test_default_roots_and_discovery(tmp_path: Path) -> None:
     """~/.augment/sessions on Linux and macOS; only *.json directly in it are units, listed on every pass."""
     assert [r.path for r in auggie.default_roots({}, tmp_path)] == [str(tmp_path / ".augment" / "sessions")]
@@ -138,7 +138,7 @@ def test_default_roots_and_discovery(tmp_path: Path) -> None:
     assert [Path(f.path).name for f in auggie.SPEC.discover(Root("auggie", str(root)), problems, dirs, False)] == found
 
 
-# -- the shipped sample -------------------------------------------------------------------------------------------------
+# -- the shipped sample --------------------------------------------------------------------------------------
 def test_sample_session() -> None:
     """samples/auggie (--root auggie=samples/auggie/.augment/sessions): 7 messages, the first prompt as title, the
     Jest open-handle output as a tool result, the IDE-state node counted."""
@@ -153,7 +153,7 @@ def test_sample_session() -> None:
     assert "setupFilesAfterEnv" in unit.messages[-1].text and unit.skips == {"request_node:4": 1}
 
 
-# -- end to end -----------------------------------------------------------------------------------------------------------
+# -- end to end ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def roots(tmp_path: Path) -> dict[str, Path]:
     sessions = tmp_path / "user" / ".augment" / "sessions"

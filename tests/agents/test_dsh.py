@@ -83,7 +83,7 @@ def test_corpus_compressed_one_frame_per_line_reads_every_frame(tmp_path: Path) 
     assert shape(unit) == FIXTURE_MESSAGES and unit.session.title == "pgbouncer pool size"
 
 
-# -- the format from the builder ------------------------------------------------------------------------------
+# -- the format from the builder -----------------------------------------------------------------------------
 def test_turns_tools_and_titles_from_the_builder(tmp_path: Path) -> None:
     """A two-turn session: prompt, answer text, tool call (the tool/call event) and result, reasoning; an injected
     plugin message is not speech; the llm title wins over the first prompt."""
@@ -194,7 +194,7 @@ def test_empty_log_is_an_empty_session(tmp_path: Path) -> None:
     assert unit.skips == {"empty-file": 1, "missing-header": 1}
 
 
-# -- discovery and roots --------------------------------------------------------------------------------------
+# -- discovery and roots -------------------------------------------------------------------------------------
 def test_default_roots_follow_dsh_home(tmp_path: Path) -> None:
     """~/.dsh/sessions on Linux and macOS alike; DSH_HOME replaces ~/.dsh."""
     assert [r.path for r in dsh.default_roots({}, tmp_path)] == [str(tmp_path / ".dsh" / "sessions")]
@@ -220,7 +220,7 @@ def test_discovery_finds_every_generation_and_prefers_the_compressed_twin(tmp_pa
     assert dsh.SPEC.shaped("session.jsonl.zstd") and not dsh.SPEC.shaped("session.json")
 
 
-# -- the shipped sample ------------------------------------------------------------------------------------------
+# -- the shipped sample --------------------------------------------------------------------------------------
 def test_sample_session() -> None:
     """samples/dsh (DSH_HOME=samples/dsh/.dsh): a five-frame log, 13 messages, the llm title, the cwd, the
     duplicate announcement of the edit call indexed once, the plugin snapshot left out."""

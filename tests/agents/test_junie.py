@@ -36,7 +36,7 @@ def shape(unit: Unit) -> list[tuple[str, str, str]]:
     return [(m.role, m.kind, m.text) for m in unit.messages]
 
 
-# -- the copied corpus -----------------------------------------------------------------------------------------
+# -- the copied corpus ---------------------------------------------------------------------------------------
 def test_corpus_list_is_complete() -> None:
     """The two Junie corpus files are the ones tested below."""
     assert sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*") if p.is_file()) == [
@@ -73,7 +73,7 @@ def test_corpus_index_gives_side_titles_once() -> None:
     assert list(junie.side_titles(root, sigs)) == []
 
 
-# -- the format from the builder --------------------------------------------------------------------------------
+# -- the format from the builder -----------------------------------------------------------------------------
 def test_block_updates_keep_the_last_state_at_the_first_place(tmp_path: Path) -> None:
     """A terminal block's RUNNING then COMPLETED states are one call and one output (the last, with its exit
     code); a later prompt after the last timed event borrows the time before it."""
@@ -145,7 +145,7 @@ def test_a_record_being_written_waits_then_is_counted(tmp_path: Path) -> None:
     assert [m.text for m in unit.messages] == ["hello"] and unit.skips == {"truncated-record": 1}
 
 
-# -- discovery and roots ------------------------------------------------------------------------------------------
+# -- discovery and roots -------------------------------------------------------------------------------------
 def test_default_roots_follow_junie_home_and_sessions_dir(tmp_path: Path) -> None:
     """~/.junie/sessions on Linux and macOS alike; JUNIE_HOME replaces ~/.junie; JUNIE_SESSIONS_DIR names the folder."""
     assert [r.path for r in junie.default_roots({}, tmp_path)] == [str(tmp_path / ".junie" / "sessions")]
@@ -167,7 +167,7 @@ def test_discovery_finds_session_event_files_only() -> None:
     assert junie.events_mode("/x/other", "events.jsonl") is None
 
 
-# -- the shipped sample ---------------------------------------------------------------------------------------------
+# -- the shipped sample --------------------------------------------------------------------------------------
 def test_sample_session() -> None:
     """samples/junie (JUNIE_HOME=samples/junie/.junie): 11 messages, the renamed task title, the failing then
     passing build, the file change, two prompts."""
@@ -179,12 +179,13 @@ def test_sample_session() -> None:
         ("assistant", "tool_call"), ("tool", "tool_result"), ("assistant", "tool_call"), ("tool", "tool_result"),
         ("assistant", "text"), ("user", "text"), ("assistant", "text")]
     s = unit.session
-    assert (s.title, s.cwd) == ("Fix kotlinx.serialization unresolved reference in :telemetry", "/home/dev/fleet-tracker")
+    assert s.title == "Fix kotlinx.serialization unresolved reference in :telemetry"
+    assert s.cwd == "/home/dev/fleet-tracker"
     assert "Unresolved reference 'serialization'" in unit.messages[3].text
     assert 'kotlin("plugin.serialization")' in unit.messages[5].text
 
 
-# -- end to end ------------------------------------------------------------------------------------------------------
+# -- end to end ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def roots(tmp_path: Path) -> dict[str, Path]:
     sessions = tmp_path / "user" / ".junie" / "sessions"

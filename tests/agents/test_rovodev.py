@@ -16,7 +16,7 @@ import pytest
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import rovodev
-from aivault.scanner.sources import Found, Root, RootProblem, Unit
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import rovodev as b
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
@@ -122,7 +122,7 @@ def test_a_document_being_written_waits_then_is_unreadable(tmp_path: Path) -> No
         rovodev.read_unit(f)
 
 
-# -- roots ----------------------------------------------------------------------------------------------------
+# -- roots ---------------------------------------------------------------------------------------------------
 def test_default_roots_and_the_persistence_dir(tmp_path: Path) -> None:
     """~/.rovodev/sessions on Linux and macOS; sessions.persistenceDir in config.yml adds its folder when absolute
     or ~, and is ignored when relative."""
@@ -137,7 +137,7 @@ def test_default_roots_and_the_persistence_dir(tmp_path: Path) -> None:
     assert len(rovodev.default_roots({}, tmp_path)) == 1
 
 
-# -- the shipped sample --------------------------------------------------------------------------------------------
+# -- the shipped sample --------------------------------------------------------------------------------------
 def test_sample_session() -> None:
     """samples/rovodev (--root rovodev=samples/rovodev/.rovodev/sessions): 11 messages, the metadata title and
     workspace, the reminder stripped from both prompts, the system prompt left out."""
@@ -152,7 +152,7 @@ def test_sample_session() -> None:
     assert "exceeded memory limit" in unit.messages[0].text and unit.skips == {"system-prompt": 1}
 
 
-# -- end to end ---------------------------------------------------------------------------------------------------
+# -- end to end ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def roots(tmp_path: Path) -> dict[str, Path]:
     sessions = tmp_path / "user" / ".rovodev" / "sessions"
