@@ -84,12 +84,16 @@ def exchange_messages(entry: dict[str, Any], ts: int | None, skips: dict[str, in
     if prompt is not None:
         out.append(Message("user", "text", prompt, ts))
     reply = nonblank(_field(exchange, "response_text", "responseText"))
-    reply_at: int | None = None  # where the reply's text goes among its nodes
+    # Where the plain reply goes among the response's nodes: at its first text node, else before its
+    # first tool use (an agent says what it does, then calls the tool).
+    reply_at: int | None = None
     for node in _nodes(exchange, "response_nodes", "responseNodes"):
         tool_use = _field(node, "tool_use", "toolUse")
         thinking = node.get("thinking")
         node_text = _node_text(node)
         if type(tool_use) is dict:
+            if reply is not None and reply_at is None:
+                reply_at = len(out)
             name = first_text(tool_use, ("tool_name", "toolName")) or "tool"
             args = arguments_text(_field(tool_use, "input_json", "inputJson"))
             out.append(Message("assistant", "tool_call", f"{name} {args}" if args else name, ts))

@@ -40,7 +40,7 @@ from aivault.scanner.sources import Found, LineFile, Mode, Root, Unit, file_sign
 from aivault.scanner.spec import AgentSpec
 
 # session.jsonl / session.jsonl.zstd (generation 0) and session.vN.jsonl[.zstd] (later generations).
-_LOG_NAME = re.compile(r"^session(?:\.v\d+)?\.jsonl(?:\.zstd)?$")
+_LOG_NAME = re.compile(r"^session(?:\.v(\d+))?\.jsonl(\.zstd)?$")
 # The generations peers have seen released (AV reads 0-3); a newer one is read as far as it is
 # understood and counted, so drift shows in `aivault doctor`.
 KNOWN_VERSIONS = frozenset({0, 1, 2, 3})
@@ -411,14 +411,22 @@ def default_roots(env: Mapping[str, str], home: Path) -> list[Root]:
     return [Root("dsh", str(dsh_home / "sessions"))]
 
 
+def _log_rank(name: str) -> tuple[int, bool] | None:
+    m = _LOG_NAME.match(name)
+    return None if m is None else (int(m.group(1) or 0), m.group(2) is not None)
+
+
 def log_mode(directory: str, name: str) -> Mode | None:
-    """``whole`` for a session log; a raw log beside its compressed twin is a conflict dsh itself
-    refuses, and only the compressed one (the default persistence) is read."""
-    if not _LOG_NAME.match(name):
+    """``whole`` for the one session log a folder is read from: the newest generation, and of one
+    generation the compressed log (a raw log beside its compressed twin is a conflict dsh refuses)."""
+    rank = _log_rank(name)
+    if rank is None:
         return None
-    if not name.endswith(".zstd") and os.path.exists(os.path.join(directory, name + ".zstd")):
-        return None
-    return "whole"
+    try:
+        siblings = [r for r in (_log_rank(n) for n in os.listdir(directory)) if r is not None]
+    except OSError:
+        siblings = []
+    return "whole" if all(r <= rank for r in siblings) else None
 
 
 def _session_dir(path: str) -> bool:

@@ -77,6 +77,15 @@ def test_tool_use_and_result_nodes_in_order(tmp_path: Path) -> None:
     ]
 
 
+def test_a_plain_reply_goes_before_the_tool_use(tmp_path: Path) -> None:
+    """A response given as response_text plus tool_use nodes (no text node) reads as the text, then the call."""
+    w = b.AuggieWriter(tmp_path / "sessions")
+    w.add({"request_message": "lint it", "response_text": "Running the linter.",
+           "response_nodes": [b.tool_use_node(1, "t1", "launch-process", {"command": "ruff check"})]})
+    assert [(m.kind, m.text) for m in read(w.path).messages] == [
+        ("text", "lint it"), ("text", "Running the linter."), ("tool_call", 'launch-process {"command":"ruff check"}')]
+
+
 def test_history_summary_is_system_text_and_other_nodes_are_counted(tmp_path: Path) -> None:
     """A compaction summary exchange is system text (never the title); an IDE-state request node and an unknown
     response node are counted; an error tool result is marked; camelCase exchanges read the same."""

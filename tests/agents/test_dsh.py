@@ -203,11 +203,13 @@ def test_default_roots_follow_dsh_home(tmp_path: Path) -> None:
 
 
 def test_discovery_finds_every_generation_and_prefers_the_compressed_twin(tmp_path: Path) -> None:
-    """session.jsonl(.zstd) and session.vN.jsonl(.zstd) under <slug>/<session>/ are units; a raw log beside its
-    compressed twin, and other files, are not; a recent pass lists known session folders again."""
+    """session.jsonl(.zstd) and session.vN.jsonl(.zstd) under <slug>/<session>/ are units, one per folder: the
+    newest generation, the compressed twin of a raw log; other files are not; a recent pass lists known session
+    folders again."""
     root = tmp_path / "sessions"
     for rel in ("--a--/session-1/session.jsonl.zstd", "--a--/session-1/session.jsonl", "--a--/session-2/session.jsonl",
-                "--b--/session-3/session.v3.jsonl.zstd", "--b--/session-3/notes.txt", "cordis.patch.yml"):
+                "--b--/session-3/session.v3.jsonl.zstd", "--b--/session-3/session.jsonl.zstd",
+                "--b--/session-3/session.v2.jsonl", "--b--/session-3/notes.txt", "cordis.patch.yml"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(b"")
     problems: list[RootProblem] = []

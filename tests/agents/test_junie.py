@@ -196,7 +196,8 @@ def roots(tmp_path: Path) -> dict[str, Path]:
 def test_daemon_indexes_a_junie_session_once_and_rereads_a_change_once(inproc_daemon: InprocDaemon,
                                                                         roots: dict[str, Path]) -> None:
     """Through a real daemon and scanner: found under a default-shaped root, searchable, right metadata (the task
-    name from the index); a second pass reads nothing; appended events are seen by a recent pass and read once."""
+    name from the index); a second pass reads nothing; appended events are seen by a recent pass and read once; a
+    task renamed in the index renames the session without reading it again."""
     w = b.JunieWriter(roots["junie"].parent, "/home/dev/pelican", "session-260301-100000-pe1c",
                       task_name="Pelican migration checksum")
     w.ask("the pelican migration checksum mismatches").terminal("./gradlew flywayValidate", "checksum mismatch")
@@ -215,6 +216,10 @@ def test_daemon_indexes_a_junie_session_once_and_rereads_a_change_once(inproc_da
     assert inproc_daemon.reconcile(full=False)["messages"] == 0
     [hit] = inproc_daemon.search("albatross")["hits"]
     assert hit["sessionId"] == w.session_id and hit["messageCount"] == 6
+    w.rename("Flyway checksum repair")  # only the index changes: the session is renamed, not read again
+    assert inproc_daemon.reconcile(full=False)["messages"] == 0
+    [hit] = inproc_daemon.search("albatross")["hits"]
+    assert hit["title"] == "Flyway checksum repair"
 
 
 def test_copied_fixture_through_the_daemon(inproc_daemon: InprocDaemon, roots: dict[str, Path]) -> None:
