@@ -50,7 +50,8 @@ CONVERSATION_ROLES: Final = (Role.USER, Role.ASSISTANT)
 AGENT_NAMES: Final[tuple[str, ...]] = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor",
                                        "copilot", "cline", "roo", "kilo", "aider", "amp", "antigravity", "pi", "omp",
                                        "prime", "openclaw", "hermes", "kimi", "grok", "droid", "devin", "kiro",
-                                       "continue", "openhands", "zed", "traex", "tabnine", "vscode-copilot", "vibe")
+                                       "continue", "openhands", "zed", "traex", "tabnine", "vscode-copilot", "vibe",
+                                       "dsh", "junie", "rovodev", "auggie")
 
 
 # --- client <-> broker RPC -------------------------------------------------------------

@@ -16,7 +16,7 @@ from aivault.scanner.spec import AgentSpec
 
 # One module (or package) per agent under aivault/scanner/parsers/, each defining SPEC (or SPECS);
 # the order is the documented one. Imported by name, so the engine depends on no parser directly.
-__REGISTRY__['aider', 'amp', 'claude', 'cline', 'codex', 'copilot', 'crush', 'cursor', 'gemini', 'goose', 'opencode', 'qwen', 'traex', 'vibe', 'vscode_copilot']
+__REGISTRY__['aider', 'amp', 'auggie', 'claude', 'cline', 'codex', 'copilot', 'crush', 'cursor', 'dsh', 'gemini', 'goose', 'junie', 'opencode', 'qwen', 'rovodev']
 
 
 def _registry() -> dict[str, AgentSpec]:

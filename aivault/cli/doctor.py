@@ -105,9 +105,13 @@ def examine(home: Home, args: argparse.Namespace) -> dict[str, Any]:
     repairs = (stats or {}).get("repairs") or {"count": 0, "latest": []}
     from aivault.config import redact_settings
 
+    # Stores of agents aivault cannot read (encrypted at rest, docs/formats.md §36): present, and why not.
+    from aivault.scanner.encrypted import present
+
+    unreadable = [] if args.no_default_roots else present()
     return {"mode": conn.mode, "home": str(home.path), "agents": agents, "warnings": warnings, "repairs": repairs,
             "redaction": {"enabled": redact_settings(home).enabled, "counts": (stats or {}).get("redactions") or {}},
-            "ok": not silent}
+            "unreadable": unreadable, "ok": not silent}
 
 
 def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
@@ -129,6 +133,9 @@ def cmd_doctor(args: argparse.Namespace, home: Home) -> int:
                   f"{r['indexed']['sessions']:,} session(s) indexed")
             for line in skip_lines({agent["agent"]: r["skipped"]} if r["skipped"] else {}):
                 print(f"    not indexed: {line.partition(': ')[2]}")
+    for store in result["unreadable"]:
+        print(f"\n{store['label']}: present but not readable: {store['path']} ({store['files']:,} file(s)): "
+              f"{store['reason']}")
     print()
     if not result["redaction"]["enabled"]:
         print("warning: secret redaction is off (config.json redact.enabled false): secrets are indexed as written")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aivault.home import Home
 from tests.builders import ClaudeWriter, CodexWriter
-from tests.support.common import run_cli
+from tests.support.common import cli_env, run_cli
 from tests.support.daemons import DaemonProcess
 
 
@@ -82,3 +82,22 @@ def test_skip_lines_add_up_reasons_of_one_kind_and_name_them() -> None:
         "codex: 3 × malformed line (not JSON, or not a record this reader knows), "
         "1 × record of an unknown type (world_event; a newer format? aivault doctor lists them)",
     ]
+
+
+def test_an_encrypted_store_is_present_but_not_readable(home: Home, tmp_path: Path) -> None:
+    """With the default roots, a Windsurf Cascade folder of .pb files is reported with its path, file count and
+    why it cannot be read, in --json and in the text report, without failing the check."""
+    fake = tmp_path / "user"
+    cascade = fake / ".codeium" / "windsurf" / "cascade"
+    cascade.mkdir(parents=True)
+    (cascade / "0d9f.pb").write_bytes(b"\x0a\x10encrypted")
+    env = cli_env(home.path, HOME=str(fake), XDG_CONFIG_HOME=str(fake / ".config"),
+                  XDG_DATA_HOME=str(fake / ".local" / "share"))
+    out = run_cli(home.path, "doctor", "--json", env=env)
+    report = json.loads(out.stdout)
+    assert out.returncode == 0, out.stdout
+    assert report["unreadable"] == [{"label": "Windsurf Cascade", "path": str(cascade), "files": 1,
+                                     "reason": "encrypted protobuf (.pb) with no public key or schema"}]
+    human = run_cli(home.path, "doctor", env=env).stdout
+    assert f"Windsurf Cascade: present but not readable: {cascade} (1 file(s))" in human
+    assert json.loads(run_cli(home.path, "doctor", "--json", "--no-default-roots", env=env).stdout)["unreadable"] == []
