@@ -68,10 +68,9 @@ OTHER: list[tuple[str, Any, str | None]] = [
 _VOLATILE_KEYS = {"tookMs", "durationMs", "pid", "ms", "elapsedS", "home"}
 # When this run's indexer looked, not what it found: session times (updatedAt...) are kept.
 _VOLATILE_TIMES = {"lastReconcileAt", "lastSweepCompletedAt"}
-# The samples of agents without an environment variable of their own (as ./dev demo names them).
-_NAMED_ROOTS = ("--root", f"aider={REPO / 'samples' / 'aider'}",
-                "--root", f"devin={REPO / 'samples' / 'devin' / '.local' / 'share' / 'devin' / 'cli'}",
-                "--root", f"zed={REPO / 'samples' / 'zed' / '.local' / 'share' / 'zed' / 'threads'}")
+# Aider's samples are named (its history lives in each repository). The agents of issue 37 that ./dev demo
+# names with --root are not: a revision older than them would refuse the name.
+_NAMED_ROOTS = ("--root", f"aider={REPO / 'samples' / 'aider'}")
 _CURSOR = re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}$")
 
 
@@ -89,15 +88,12 @@ def _env(home: Path, code: Path) -> dict[str, str]:
                XDG_CONFIG_HOME=f"{s}/cline/.config", AMP_DATA_DIR=f"{s}/amp/.local/share/amp",
                ANTIGRAVITY_APP_DATA_DIR=f"{s}/antigravity/.gemini/antigravity-cli",
                PI_CODING_AGENT_DIR=f"{s}/pi/.pi/agent", PRIME_AGENT_CODING_AGENT_DIR=f"{s}/prime/.prime/agent",
-               OPENCLAW_STATE_DIR=f"{s}/openclaw/.openclaw")
+               OPENCLAW_STATE_DIR=f"{s}/openclaw/.openclaw", HERMES_HOME=f"{s}/hermes/.hermes",
+               KIMI_CODE_HOME=f"{s}/kimi/.kimi-code", KIMI_SHARE_DIR=f"{s}/kimi/.kimi", GROK_HOME=f"{s}/grok/.grok",
+               FACTORY_HOME=f"{s}/droid/.factory", KIRO_HOME=f"{s}/kiro/.kiro",
+               CONTINUE_GLOBAL_DIR=f"{s}/continue/.continue", OPENHANDS_PERSISTENCE_DIR=f"{s}/openhands/.openhands",
+               VIBE_HOME=f"{s}/vibe/.vibe", DSH_HOME=f"{s}/dsh/.dsh", JUNIE_HOME=f"{s}/junie/.junie")
     return env
-
-
-def _sample_roots() -> list[str]:
-    """``--root`` arguments for the samples of agents that have no environment variable to point (as ./dev demo)."""
-    s = REPO / "samples"
-    return ["--root", f"aider={s / 'aider'}", "--root", f"traex={s / 'traex' / '.trae' / 'cli' / 'sessions'}",
-            "--root", f"vscode-copilot={s / 'vscode-copilot' / '.config' / 'Code' / 'User' / 'workspaceStorage'}"]
 
 
 def _cli(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,10 @@ from aivault.scanner.spec import AgentSpec
 
 # One module (or package) per agent under aivault/scanner/parsers/, each defining SPEC (or SPECS);
 # the order is the documented one. Imported by name, so the engine depends on no parser directly.
-__REGISTRY__['aider', 'amp', 'auggie', 'claude', 'cline', 'codex', 'copilot', 'crush', 'cursor', 'dsh', 'gemini', 'goose', 'junie', 'opencode', 'qwen', 'rovodev']
+MODULES = ("claude", "codex", "gemini", "qwen", "opencode", "crush", "goose", "cursor", "copilot", "cline", "aider",
+           "amp", "antigravity", "pi", "omp", "prime", "openclaw", "hermes", "kimi", "grok", "droid", "devin", "kiro",
+           "continuedev", "openhands", "zed", "traex", "tabnine", "vscode_copilot", "vibe", "dsh", "junie", "rovodev",
+           "auggie")
 
 
 def _registry() -> dict[str, AgentSpec]:
