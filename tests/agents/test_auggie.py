@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import auggie
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import auggie as b
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import timed_shape, whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "auggie" / "ctx" / "sessions"
 FIXTURE_ID = "01K0AUGGIESESSION0000000000"
@@ -24,16 +24,10 @@ OLD_NS = 1_600_000_000 * 1_000_000_000
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return auggie.read_unit(Found(str(path), "auggie", st.st_dev, st.st_ino, st.st_size,
-                                  file_signature(str(path)) or 0, "whole"))
+    return whole_unit("auggie", path)
 
 
-def shape(unit: Unit) -> list[tuple[str, str, str]]:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip() and m.ts is not None
-    return [(m.role, m.kind, m.text) for m in unit.messages]
+shape = timed_shape
 
 
 # -- the copied corpus ---------------------------------------------------------------------------------------

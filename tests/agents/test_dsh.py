@@ -12,12 +12,12 @@ import pytest
 import zstandard
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import dsh
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import dsh as b
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import timed_shape, whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "deepseek-harness" / "deja-vu" / "sessions"
 FIXTURE_ID = "session-eaf5c9ac-0e47-4d2f-b982-8bae306062d1"
@@ -35,16 +35,10 @@ FIXTURE_MESSAGES = [
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return dsh.read_unit(Found(str(path), "dsh", st.st_dev, st.st_ino, st.st_size,
-                               file_signature(str(path)) or 0, "whole"))
+    return whole_unit("dsh", path)
 
 
-def shape(unit: Unit) -> list[tuple[str, str, str]]:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip() and m.ts is not None
-    return [(m.role, m.kind, m.text) for m in unit.messages]
+shape = timed_shape
 
 
 def _compress_per_line(src: Path, dest: Path) -> None:

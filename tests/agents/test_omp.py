@@ -9,19 +9,18 @@ import pytest
 
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import omp
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit, file_signature
 from tests.builders import omp as ob
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "pi" / "deja-vu" / "omp" / "session.jsonl"
 SAMPLES = REPO / "samples" / "omp" / ".omp" / "agent" / "sessions"
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return omp.read_unit(Found(str(path), "omp", st.st_dev, st.st_ino, st.st_size, file_signature(str(path)) or 0,
-                               "whole"))
+    return whole_unit("omp", path)
 
 
 def test_corpus_session_with_a_header_title() -> None:

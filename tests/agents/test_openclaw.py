@@ -12,10 +12,11 @@ import pytest
 
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import openclaw
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import openclaw as cb
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "openclaw"
 DEJA_AGENTS = CORPUS / "deja-vu" / "agents"
@@ -23,9 +24,7 @@ SAMPLES = REPO / "samples" / "openclaw" / ".openclaw"
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return openclaw.read_unit(Found(str(path), "openclaw", st.st_dev, st.st_ino, st.st_size,
-                                    file_signature(str(path)) or 0, "whole"))
+    return whole_unit("openclaw", path)
 
 
 def units(agents: Path, problems: list[RootProblem] | None = None) -> dict[str, Unit]:

@@ -16,11 +16,12 @@ import pytest
 from aivault.errors import UnitChanged
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import pi
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import pi as pb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "pi"
 REAL = CORPUS / "irrlicht" / "full-lifecycle-toolcall" / "transcript.jsonl"
@@ -30,9 +31,7 @@ OLD_NS = 1_600_000_000 * 1_000_000_000
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return pi.read_unit(Found(str(path), "pi", st.st_dev, st.st_ino, st.st_size, file_signature(str(path)) or 0,
-                              "whole"))
+    return whole_unit("pi", path)
 
 
 def sane(unit: Unit) -> None:

@@ -8,18 +8,17 @@ from pathlib import Path
 import pytest
 
 from aivault.scanner.parsers import prime
-from aivault.scanner.sources import Found, Root, Unit, file_signature
+from aivault.scanner.sources import Root, Unit
 from tests.builders import prime as prb
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 SAMPLES = REPO / "samples" / "prime" / ".prime" / "agent"
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return prime.read_unit(Found(str(path), "prime", st.st_dev, st.st_ino, st.st_size,
-                                 file_signature(str(path)) or 0, "whole"))
+    return whole_unit("prime", path)
 
 
 def test_the_header_id_names_the_session_whatever_the_file_is_called(tmp_path: Path) -> None:

@@ -12,11 +12,12 @@ import pytest
 from aivault.errors import UnitChanged
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import qwen
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import qwen as qb
 from tests.builders.common import BASE_TIME, iso
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "qwen-code" / "agent-sessions" / "qwen"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "qwen" / ".qwen"
@@ -28,9 +29,7 @@ OLD_NS = 1_600_000_000 * 1_000_000_000
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return qwen.read_unit(Found(str(path), "qwen", st.st_dev, st.st_ino, st.st_size,
-                                file_signature(str(path)) or 0, "whole"))
+    return whole_unit("qwen", path)
 
 
 def sane(unit: Unit) -> None:

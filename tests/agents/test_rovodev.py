@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import rovodev
 from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import rovodev as b
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import timed_shape
 
 SAMPLES = REPO / "samples" / "rovodev" / ".rovodev"
 OLD_NS = 1_600_000_000 * 1_000_000_000
@@ -37,11 +37,7 @@ def units(root: Path) -> dict[str, Unit]:
     return out
 
 
-def shape(unit: Unit) -> list[tuple[str, str, str]]:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip() and m.ts is not None
-    return [(m.role, m.kind, m.text) for m in unit.messages]
+shape = timed_shape
 
 
 def test_pydantic_ai_history_and_metadata(tmp_path: Path) -> None:

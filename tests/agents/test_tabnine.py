@@ -11,10 +11,11 @@ import pytest
 from aivault.errors import UnitChanged
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import tabnine
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import tabnine as tb
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "tabnine-cli" / "ctx" / ".tabnine" / "agent" / "tmp"
 CHATS = CORPUS / "project" / "chats"
@@ -23,9 +24,7 @@ OLD_NS = 1_600_000_000 * 1_000_000_000
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return tabnine.read_unit(Found(str(path), "tabnine", st.st_dev, st.st_ino, st.st_size,
-                                   file_signature(str(path)) or 0, "whole"))
+    return whole_unit("tabnine", path)
 
 
 def sane(unit: Unit) -> None:

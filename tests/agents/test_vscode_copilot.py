@@ -15,11 +15,12 @@ from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
 from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import vscode_copilot as vc
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import vscode_copilot as vb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import whole_unit
 
 SAMPLES = REPO / "samples" / "vscode-copilot" / ".config" / "Code" / "User" / "workspaceStorage"
 OLD_NS = 1_600_000_000 * 1_000_000_000
@@ -28,9 +29,7 @@ ASKED = CREATED + 30_000
 
 
 def read(path: Path) -> Unit:
-    st = path.stat()
-    return vc.read_unit(Found(str(path), "vscode-copilot", st.st_dev, st.st_ino, st.st_size,
-                              file_signature(str(path)) or 0, "whole"))
+    return whole_unit("vscode-copilot", path)
 
 
 def sane(unit: Unit) -> None:
