@@ -16,7 +16,7 @@ import dataclasses
 import os
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from aivault.errors import ParserStateError
@@ -44,6 +44,26 @@ def count_skip(skips: dict[str, int], reason: str, detail: str | None = None, n:
         if key not in skips and len(skips) >= EXTRA_KEYS_MAX:
             key = f"{reason}:other"
     skips[key] = skips.get(key, 0) + n
+
+
+def folder_titles(session_dirs: Iterable[str], file_name: str, sigs: MutableMapping[str, Any],
+                  title: Callable[[str, str], str | None]) -> Iterator[tuple[str, str]]:
+    """Side titles kept in a file of each session folder (Copilot's workspace.yaml, Kimi's state.json):
+    (folder name, title) for the folders whose file changed since ``sigs`` last saw it, one stat each;
+    ``title(session_dir, path)`` reads it (None: no title)."""
+    for session_dir in session_dirs:
+        path = os.path.join(session_dir, file_name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        sig = (st.st_size, st.st_mtime_ns)
+        if sigs.get(path) == sig:
+            continue
+        sigs[path] = sig
+        found = title(session_dir, path)
+        if found:
+            yield os.path.basename(session_dir), found
 
 
 def keep_recent(recent: list[Any], item: Any, limit: int) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from aivault.scanner.parsers.base import folder_titles
 from aivault.scanner.parsers.textutil import first_line_title
 from aivault.scanner.sources import Root
 
@@ -125,19 +126,8 @@ def workspace_title(fields: Mapping[str, str]) -> str | None:
 def side_titles(root: Root, sigs: MutableMapping[str, Any]) -> Iterator[tuple[str, str]]:
     """The workspace.yaml titles (``/rename``, or generated) of the session folders under ``root``
     whose file changed since ``sigs`` last saw it: one stat per session folder a pass."""
-    for session_dir in _session_dirs(root.path):
-        path = os.path.join(session_dir, WORKSPACE_YAML)
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        sig = (st.st_size, st.st_mtime_ns)
-        if sigs.get(path) == sig:
-            continue
-        sigs[path] = sig
-        title = workspace_title(read_workspace(session_dir))
-        if title:
-            yield os.path.basename(session_dir), title
+    return folder_titles(_session_dirs(root.path), WORKSPACE_YAML, sigs,
+                         lambda session_dir, _path: workspace_title(read_workspace(session_dir)))
 
 
 def _session_dirs(path: str) -> Iterator[str]:

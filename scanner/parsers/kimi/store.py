@@ -20,6 +20,7 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from aivault.scanner.parsers.base import folder_titles
 from aivault.scanner.parsers.jsonutil import as_object, loads_line
 from aivault.scanner.parsers.textutil import first_line_title, nonblank
 from aivault.scanner.sources import Root
@@ -185,16 +186,4 @@ def _session_dirs(root: str) -> Iterator[str]:
 def side_titles(root: Root, sigs: MutableMapping[str, Any]) -> Iterator[tuple[str, str]]:
     """The ``state.json`` titles (a rename, or the one Kimi generated) of the sessions under ``root``
     whose file changed since ``sigs`` last saw it: one stat per session folder a pass."""
-    for session_dir in _session_dirs(root.path):
-        path = os.path.join(session_dir, STATE_FILE)
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        sig = (st.st_size, st.st_mtime_ns)
-        if sigs.get(path) == sig:
-            continue
-        sigs[path] = sig
-        title = state_title(read_json(path))
-        if title:
-            yield os.path.basename(session_dir), title
+    return folder_titles(_session_dirs(root.path), STATE_FILE, sigs, lambda _dir, path: state_title(read_json(path)))
