@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,5 +44,30 @@ def file_discovery(wanted: Wanted, *, max_depth: int = 7, hidden: bool = False) 
         if full or dirs is None or root.path not in dirs:
             return walk_files(root, problems, dirs, wanted, max_depth=max_depth, hidden=hidden)
         return walk_changed(root, problems, dirs, wanted, max_depth=max_depth, hidden=hidden)
+
+    return discover
+
+
+def relisting_discovery(wanted: Wanted, *, max_depth: int = 7,
+                        relist: Callable[[str], bool] = lambda path: True) -> Discover:
+    """File discovery for session files that change in place (read whole, or rewritten).
+
+    A recent pass of ``file_discovery`` re-lists only directories whose mtime changed, and the scanner
+    re-stats only known *line* files; a file rewritten or appended in place changes neither its folder's
+    mtime nor its mode, so the folders under the root known from the last full pass that ``relist``
+    accepts are listed again too (one stat per session file; an unchanged one is not read)."""
+    base = file_discovery(wanted, max_depth=max_depth)
+
+    def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
+        if full or dirs is None or root.path not in dirs:
+            yield from base(root, problems, dirs, full)
+            return
+        listed: set[str] = set()
+        for f in base(root, problems, dirs, full):
+            listed.add(os.path.dirname(f.path))
+            yield f
+        for path in list(dirs):
+            if (path == root.path or path.startswith(root.path + os.sep)) and path not in listed and relist(path):
+                yield from walk_files(Root(root.agent, path), problems, None, wanted, max_depth=0)
 
     return discover

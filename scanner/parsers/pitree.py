@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -31,8 +30,8 @@ from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini import FileBytes, jsonl_records, read_settled
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, nonblank
-from aivault.scanner.sources import MAX_DEPTH, Found, Mode, Root, RootProblem, Unit, Wanted, walk_files
-from aivault.scanner.spec import Discover, file_discovery
+from aivault.scanner.sources import MAX_DEPTH, Found, Mode, Unit, Wanted
+from aivault.scanner.spec import Discover, relisting_discovery
 
 HEADER: Final = "session"
 TITLE_SLOT: Final = "title"  # Oh My Pi's rewritable first line
@@ -407,28 +406,9 @@ def session_file_mode(directory: str, name: str) -> Mode | None:
 
 
 def tree_discovery(wanted: Wanted = session_file_mode, *, max_depth: int = MAX_DEPTH) -> Discover:
-    """File discovery for session files that grow in place.
-
-    A recent pass of ``file_discovery`` re-lists only directories whose mtime changed, and the engine
-    re-stats only known *line* files, but an appended entry changes neither a folder's mtime nor the
-    file's mode: so every folder known from the last full pass is listed again as well (a stat per
-    session file; an unchanged one is not read)."""
-    base = file_discovery(wanted, max_depth=max_depth)
-
-    def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None,
-                 full: bool) -> Iterator[Found]:
-        if full or dirs is None or root.path not in dirs:
-            yield from base(root, problems, dirs, full)
-            return
-        listed: set[str] = set()
-        for f in base(root, problems, dirs, full):
-            listed.add(os.path.dirname(f.path))
-            yield f
-        for path in list(dirs):
-            if (path == root.path or path.startswith(root.path + os.sep)) and path not in listed:
-                yield from walk_files(Root(root.agent, path), problems, None, wanted, max_depth=0)
-
-    return discover
+    """File discovery for session files that grow in place: every folder known from the last full pass
+    is listed again on a recent pass (scanner/spec.relisting_discovery)."""
+    return relisting_discovery(wanted, max_depth=max_depth)
 
 
 # OpenClaw's gateway puts the local time in front of prompts that arrive from a chat channel

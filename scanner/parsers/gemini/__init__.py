@@ -19,7 +19,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ from aivault.scanner.model import SessionInfo
 from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini.records import ASSISTANT_TYPES, Replay, conversation
 from aivault.scanner.parsers.jsonutil import loads_line, to_epoch_ms
-from aivault.scanner.sources import Found, Mode, Root, RootProblem, Unit, Wanted, read_whole, walk_files
-from aivault.scanner.spec import AgentSpec, Discover, file_discovery
+from aivault.scanner.sources import Found, Mode, Root, Unit, Wanted, read_whole
+from aivault.scanner.spec import AgentSpec, Discover, relisting_discovery
 
 # A session file is held in memory while it is replayed; beyond this it is refused, not read.
 MAX_UNIT_BYTES = 256 * 1024 * 1024
@@ -309,29 +309,10 @@ def is_chats_dir(path: str) -> bool:
 
 
 def chats_discovery(wanted: Wanted, chats_dir: Callable[[str], bool] = is_chats_dir) -> Discover:
-    """File discovery for session files that change in place.
-
-    A recent pass of ``file_discovery`` re-lists only directories whose mtime changed, and the
-    scanner re-stats only known *line* files; a session file rewritten or appended in place changes
-    neither its directory nor its mode, so the chat folders known from the last full pass are
-    listed again too (one stat per session file; unchanged ones are not read).
-    """
-    base = file_discovery(wanted, max_depth=DISCOVERY_DEPTH)
-
-    def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None,
-                 full: bool) -> Iterator[Found]:
-        if full or dirs is None or root.path not in dirs:
-            yield from base(root, problems, dirs, full)
-            return
-        listed: set[str] = set()
-        for f in base(root, problems, dirs, full):
-            listed.add(os.path.dirname(f.path))
-            yield f
-        for path in list(dirs):
-            if path.startswith(root.path + os.sep) and path not in listed and chats_dir(path):
-                yield from walk_files(Root(root.agent, path), problems, None, wanted, max_depth=0)
-
-    return discover
+    """File discovery for session files that change in place: the chat folders known from the last
+    full pass are listed again on a recent pass (scanner/spec.relisting_discovery)."""
+    return relisting_discovery(wanted, max_depth=DISCOVERY_DEPTH,
+                               relist=lambda path: chats_dir(path))
 
 
 def legacy_predecessor(path: str) -> str | None:
