@@ -130,6 +130,9 @@ class Observations:
     roots: list[dict[str, Any]] = field(default_factory=list)  # the last census (scanner.scan._census)
     write_error: str | None = None
     full_passes: int = 0
+    # The retention (history days) the last sweep applied, "" when none ran: a longer one since (or none)
+    # means sessions it removed are inside the window again (IndexerService reads their files again).
+    swept_days: str = ""
 
     def gather(self, slots: Sequence[Slot]) -> None:
         """A request completed: take every shard's failures and root problems."""
@@ -146,4 +149,5 @@ class Observations:
             "failed": json.dumps(self.failed),
             "problems": json.dumps(self.problems),
             "roots": json.dumps(self.roots),
+            "sweptHistoryDays": self.swept_days,
         }

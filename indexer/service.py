@@ -27,7 +27,8 @@ from aivault.embed import Embedder
 from aivault.errors import HeaderInvalid, IndexerClosed, IndexWriteFailed, ProtocolError, Refused
 from aivault.heap import release_free_memory, tune_for_bulk
 from aivault.home import Home
-from aivault.indexer import reclaim, sql_maint
+from aivault.indexer import reclaim, sql_maint, sql_write
+from aivault.indexer.duck import one
 from aivault.indexer.mailbox import (
     CompactAsked,
     CopyMergeAsked,
@@ -142,6 +143,7 @@ class IndexerService:
         self.slots = self.pool.slots
         self.token = self.pool.token
         self.obs = Observations()
+        self.restored_files = self._restore_if_retention_grew(history_days)
         self.started = False
         self.closed = False
         self._requests: queue.Queue[Mail] = queue.Queue()
@@ -195,6 +197,20 @@ class IndexerService:
         if self._thread is not None:
             self._thread.join(timeout_s)
         self.closed = True
+
+    def _restore_if_retention_grew(self, history_days: int | None) -> int:
+        """When retention is longer than the last sweep's (or off), forget the files whose sessions that sweep
+        removed, so the next full pass reads them again and the sweep keeps only what is still too old: a
+        one-shot ``aivault index`` after ``policy --forever`` brings the sessions back as a daemon does."""
+        row = one(self.con, sql_write.SELECT_OBSERVATION, ["sweptHistoryDays"])
+        self.obs.swept_days = str(row[0]) if row and row[0] else ""
+        if not self.obs.swept_days or (history_days is not None and history_days <= int(self.obs.swept_days)):
+            return 0
+        restored = self.writer.forget_expired()
+        if restored:
+            _log.info("retention grew: the files of sessions it had removed are read again", files=restored,
+                      history_days=history_days, swept_with=int(self.obs.swept_days))
+        return restored
 
     def cutoff_ms(self) -> int | None:
         """Sessions last updated before this are outside the retention window (None: keep all)."""
@@ -499,6 +515,7 @@ class IndexerService:
             return
         t0 = time.perf_counter()
         removed = self.writer.sweep(cutoff, should_stop=self._stop.is_set)
+        self.obs.swept_days = str(self.history_days)
         if removed:
             _log.info("retention sweep", removed=removed, history_days=self.history_days, generation=self.generation,
                       ms=round((time.perf_counter() - t0) * 1000, 1))

@@ -66,6 +66,7 @@ INSERT_VOCAB: Final = "INSERT INTO vocab_log SELECT term FROM b_vocab"
 # --- observations: the indexer's last, for a process without a running indexer ------------------
 DELETE_OBSERVATIONS: Final = "DELETE FROM observations"
 INSERT_OBSERVATION: Final = "INSERT INTO observations VALUES (?, ?)"
+SELECT_OBSERVATION: Final = "SELECT value FROM observations WHERE key = ?"
 
 # --- retention (indexer/writer.py: Writer.sweep): small transactions, oldest sessions first -----
 SELECT_EXPIRED: Final = """SELECT sess, file_id FROM sessions WHERE updated_at < ? ORDER BY updated_at, sess LIMIT ?"""
