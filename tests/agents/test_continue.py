@@ -18,12 +18,13 @@ import pytest
 import tests.builders.continuedev as cb
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner.model import KINDS, ROLES, Message
+from aivault.scanner.model import Message
 from aivault.scanner.parsers import continuedev
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import well_formed
 
 SAMPLE = REPO / "samples" / "continue" / ".continue"  # CONTINUE_GLOBAL_DIR=samples/continue/.continue
 OLD_NS = 1_600_000_000 * 1_000_000_000
@@ -44,10 +45,7 @@ def texts(messages: list[Message]) -> list[tuple[str, str, str]]:
     return [(m.role, m.kind, m.text) for m in messages]
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 def test_the_format_sections_example(tmp_path: Path) -> None:

@@ -12,36 +12,29 @@ import pytest
 
 import tests.builders.devin as dvb
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES, Message
 from aivault.scanner.parsers import devin
-from aivault.scanner.sources import Found, Root, RootProblem, Unit
+from aivault.scanner.sources import Found, RootProblem, Unit
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import discover, texts, units_by_id, well_formed
 
 SAMPLE = REPO / "samples" / "devin" / ".local" / "share" / "devin" / "cli"  # --root devin=<this>
 T0 = epoch_ms(BASE_TIME)
 
 
 def _discover(path: Path, *, full: bool = True) -> tuple[list[Found], list[RootProblem]]:
-    problems: list[RootProblem] = []
-    return list(devin.discover(Root("devin", str(path)), problems, {}, full)), problems
+    return discover("devin", path, full=full)
 
 
 def _units(path: Path) -> dict[str, Unit]:
-    found, problems = _discover(path)
-    assert problems == []
-    return {u.session.session_id: u for u in (devin.read_unit(f) for f in found)}
+    return units_by_id("devin", path)
 
 
-def _texts(messages: list[Message]) -> list[tuple[str, str, str]]:
-    return [(m.role, m.kind, m.text) for m in messages]
+_texts = texts
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 def test_there_is_no_devin_corpus() -> None:

@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import gemini
 from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
 from tests.builders import gemini as gb
 from tests.builders.common import BASE_TIME, iso
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import well_formed
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "gemini-cli"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "gemini" / ".gemini"
@@ -42,9 +42,7 @@ def settle(path: Path) -> Path:
 
 
 def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+    well_formed(unit)
     s = unit.session
     if s.started_at is not None:
         assert s.updated_at is not None and s.started_at <= s.updated_at

@@ -17,6 +17,7 @@ from aivault.scanner.parsers import goose
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import texts
 
 SAMPLE = REPO / "samples" / "goose" / "data" / "sessions"  # GOOSE_PATH_ROOT=samples/goose
 QUIRK = REPO / "tests/fixtures/quirks/goose/.local/share/goose/sessions/20250212_3.jsonl"
@@ -36,8 +37,7 @@ def _db_units(path: Path) -> dict[str, Unit]:
     return {u.session.session_id: u for u in (goose.read_unit(f) for f in found if f.mode == "whole")}
 
 
-def _texts(messages: list[Message]) -> list[tuple[str, str, str]]:
-    return [(m.role, m.kind, m.text) for m in messages]
+_texts = texts
 
 
 def _lines(path: Path) -> list[bytes]:

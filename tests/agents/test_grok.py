@@ -13,13 +13,13 @@ import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import grok
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders import grok as gb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import well_formed
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "grok-build"
 AV_SESSION = CORPUS / "agentsview" / "current" / "019f6000-0000-7000-8000-000000000001"
@@ -37,10 +37,7 @@ def triples(unit: Unit) -> list[tuple[str, str, str]]:
     return [(m.role, m.kind, m.text) for m in unit.messages]
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus ------------------------------------------------------------------------------------

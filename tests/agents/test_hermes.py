@@ -14,12 +14,12 @@ import pytest
 
 import tests.builders.hermes as hb
 from aivault.errors import UnitChanged
-from aivault.scanner.model import KINDS, ROLES, Message
 from aivault.scanner.parsers import hermes
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, file_signature
+from aivault.scanner.sources import Found, RootProblem, Unit, file_signature
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import discover, texts, units_by_id, well_formed
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "hermes" / "agent-sessions"
 SAMPLE = REPO / "samples" / "hermes" / ".hermes"  # HERMES_HOME=samples/hermes/.hermes
@@ -28,15 +28,11 @@ OLD_NS = 1_600_000_000 * 1_000_000_000
 
 def _discover(path: Path, *, explicit: bool = False, full: bool = True,
               dirs: dict[str, int] | None = None) -> tuple[list[Found], list[RootProblem]]:
-    problems: list[RootProblem] = []
-    found = list(hermes.discover(Root("hermes", str(path), explicit), problems, {} if dirs is None else dirs, full))
-    return found, problems
+    return discover("hermes", path, explicit=explicit, full=full, dirs=dirs)
 
 
 def _units(path: Path) -> dict[str, Unit]:
-    found, problems = _discover(path)
-    assert problems == []
-    return {u.session.session_id: u for u in (hermes.read_unit(f) for f in found)}
+    return units_by_id("hermes", path)
 
 
 def _file(path: Path) -> Unit:
@@ -45,14 +41,10 @@ def _file(path: Path) -> Unit:
                                   file_signature(str(path)) or 0, "whole", (str(path),)))
 
 
-def _texts(messages: list[Message]) -> list[tuple[str, str, str]]:
-    return [(m.role, m.kind, m.text) for m in messages]
+_texts = texts
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus (legacy session_<id>.json snapshots) ------------------------------------------

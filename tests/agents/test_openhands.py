@@ -18,12 +18,13 @@ import pytest
 import tests.builders.openhands as hb
 from aivault.errors import UnitChanged
 from aivault.home import Home
-from aivault.scanner.model import KINDS, ROLES, Message
+from aivault.scanner.model import Message
 from aivault.scanner.parsers import openhands
 from aivault.scanner.sources import Found, Root, RootProblem, Unit
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import well_formed
 
 SAMPLE = REPO / "samples" / "openhands" / ".openhands"  # OPENHANDS_PERSISTENCE_DIR=samples/openhands/.openhands
 EXAMPLE = REPO / "tests" / "fixtures" / "quirks" / "openhands" / "conversations"
@@ -44,10 +45,7 @@ def texts(messages: list[Message]) -> list[tuple[str, str, str]]:
     return [(m.role, m.kind, m.text) for m in messages]
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 def test_the_format_sections_example_events() -> None:

@@ -10,14 +10,13 @@ import orjson
 import pytest
 
 from aivault.errors import UnitChanged
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import qwen
 from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import qwen as qb
 from tests.builders.common import BASE_TIME, iso
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
-from tests.support.units import whole_unit
+from tests.support.units import well_formed, whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "qwen-code" / "agent-sessions" / "qwen"
 QUIRKS = REPO / "tests" / "fixtures" / "quirks" / "qwen" / ".qwen"
@@ -32,10 +31,7 @@ def read(path: Path) -> Unit:
     return whole_unit("qwen", path)
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus ------------------------------------------------------------------------------

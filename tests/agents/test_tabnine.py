@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 
 from aivault.errors import UnitChanged
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import tabnine
 from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import tabnine as tb
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
-from tests.support.units import whole_unit
+from tests.support.units import well_formed, whole_unit
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "tabnine-cli" / "ctx" / ".tabnine" / "agent" / "tmp"
 CHATS = CORPUS / "project" / "chats"
@@ -27,10 +26,7 @@ def read(path: Path) -> Unit:
     return whole_unit("tabnine", path)
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus ----------------------------------------------------------------------------------

@@ -13,13 +13,13 @@ import pytest
 
 from aivault.errors import UnitChanged
 from aivault.home import Home
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import vibe
 from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import vibe as vb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import well_formed
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "mistral-vibe"
 REAL = CORPUS / "irrlicht" / "2-11_auto-classified-permission" / "transcript.jsonl"
@@ -41,10 +41,7 @@ def read(folder: Path) -> Unit:
     return vibe.read_unit(found)
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus -------------------------------------------------------------------------------------

@@ -13,14 +13,13 @@ import pytest
 
 from aivault.errors import UnitChanged, UnitUnreadable
 from aivault.home import Home
-from aivault.scanner.model import KINDS, ROLES
 from aivault.scanner.parsers import vscode_copilot as vc
 from aivault.scanner.sources import Root, RootProblem, Unit
 from tests.builders import vscode_copilot as vb
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
-from tests.support.units import whole_unit
+from tests.support.units import well_formed, whole_unit
 
 SAMPLES = REPO / "samples" / "vscode-copilot" / ".config" / "Code" / "User" / "workspaceStorage"
 OLD_NS = 1_600_000_000 * 1_000_000_000
@@ -32,10 +31,7 @@ def read(path: Path) -> Unit:
     return whole_unit("vscode-copilot", path)
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 RESPONSE = [

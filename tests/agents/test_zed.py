@@ -12,12 +12,12 @@ import pytest
 
 import tests.builders.zed as zb
 from aivault.errors import UnitUnreadable
-from aivault.scanner.model import KINDS, ROLES, Message
 from aivault.scanner.parsers import zed
-from aivault.scanner.sources import Found, Root, RootProblem, Unit
+from aivault.scanner.sources import Found, RootProblem, Unit
 from tests.builders.common import BASE_TIME, epoch_ms
 from tests.support.common import REPO
 from tests.support.daemons import InprocDaemon
+from tests.support.units import discover, texts, units_by_id, well_formed
 
 CORPUS = REPO / "tests" / "fixtures" / "corpus" / "zed" / "deja-vu" / "zed.sql"
 SAMPLE = REPO / "samples" / "zed" / ".local" / "share" / "zed" / "threads"  # --root zed=<this>
@@ -25,24 +25,17 @@ T0 = epoch_ms(BASE_TIME)
 
 
 def _discover(path: Path) -> tuple[list[Found], list[RootProblem]]:
-    problems: list[RootProblem] = []
-    return list(zed.discover(Root("zed", str(path)), problems, {}, True)), problems
+    return discover("zed", path)
 
 
 def _units(path: Path) -> dict[str, Unit]:
-    found, problems = _discover(path)
-    assert problems == []
-    return {u.session.session_id: u for u in (zed.read_unit(f) for f in found)}
+    return units_by_id("zed", path)
 
 
-def _texts(messages: list[Message]) -> list[tuple[str, str, str]]:
-    return [(m.role, m.kind, m.text) for m in messages]
+_texts = texts
 
 
-def sane(unit: Unit) -> None:
-    assert unit.session.message_count == len(unit.messages)
-    for m in unit.messages:
-        assert m.role in ROLES and m.kind in KINDS and m.text.strip()
+sane = well_formed
 
 
 # -- the copied corpus ------------------------------------------------------------------------------
