@@ -420,3 +420,16 @@ def census(path: str, shaped: Callable[[str], bool], *, max_depth: int = MAX_DEP
         except OSError:
             continue
     return count
+
+
+def listed(root: Root, folder: str, problems: list[RootProblem]) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` (under ``root``) by name; a missing folder has none, and one that cannot be
+    listed is a problem reported against the root (never an exception)."""
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        problems.append(RootProblem(root.path, f"cannot list {folder}: {exc.strerror or exc}"))
+        return []

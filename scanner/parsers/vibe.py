@@ -30,7 +30,7 @@ from aivault.scanner.parsers.base import count_skip
 from aivault.scanner.parsers.gemini import FileBytes, jsonl_records, read_settled
 from aivault.scanner.parsers.jsonutil import compact_json, loads_line, to_epoch_ms
 from aivault.scanner.parsers.textutil import first_line_title, nonblank
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, listed, signature
 from aivault.scanner.spec import AgentSpec
 
 MESSAGES_FILE = "messages.jsonl"
@@ -347,17 +347,6 @@ def _folder_unit(root: Root, path: str, problems: list[RootProblem]) -> Found | 
     return Found(path, root.agent, st.st_dev, st.st_ino, sum(s[1] for s in stamps), signature(stamps), "whole")
 
 
-def _entries(root: Root, path: str, problems: list[RootProblem]) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        problems.append(RootProblem(root.path, f"cannot list {path}: {exc.strerror or exc}"))
-        return []
-
-
 def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
     """Every session folder (and its sub-agents' folders) and pre-2.0 document under the root, or the
     root itself when it is a session folder. Both files change in place, so every pass stats them
@@ -368,7 +357,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
     if own is not None:
         yield own
         return
-    for entry in _entries(root, root.path, problems):
+    for entry in listed(root, root.path, problems):
         if entry.name.startswith("."):
             continue
         try:
@@ -389,7 +378,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
         found = _folder_unit(root, entry.path, problems)
         if found is not None:
             yield found
-        for child in _entries(root, os.path.join(entry.path, AGENTS_DIR), problems):
+        for child in listed(root, os.path.join(entry.path, AGENTS_DIR), problems):
             if not child.name.startswith(".") and child.is_dir(follow_symlinks=True):
                 sub = _folder_unit(root, child.path, problems)
                 if sub is not None:

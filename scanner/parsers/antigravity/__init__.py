@@ -37,7 +37,7 @@ from aivault.scanner.parsers.antigravity.side import BRAIN, TRANSCRIPTS, transcr
 from aivault.scanner.parsers.antigravity.steps import USER_INPUT, Step, from_json, step_messages
 from aivault.scanner.parsers.base import LineParser, ParserState, count_skip, stored_as
 from aivault.scanner.parsers.textutil import first_line_title
-from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, signature
+from aivault.scanner.sources import Found, Root, RootProblem, Unit, check_root, listed, signature
 from aivault.scanner.spec import AgentSpec
 
 AGENT: Final = "antigravity"
@@ -259,17 +259,6 @@ def _encrypted(found: Found) -> Unit:
 
 
 # --- discovery and roots -------------------------------------------------------------------------------
-def _entries(folder: str, root: Root, problems: list[RootProblem]) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(folder) as it:
-            return sorted(it, key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        problems.append(RootProblem(root.path, f"cannot list {folder}: {exc.strerror or exc}"))
-        return []
-
-
 def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | None, full: bool) -> Iterator[Found]:
     """Per conversation its best store: the transcript, else the database, else the legacy file.
 
@@ -279,7 +268,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
     if check_root(root, problems) is None:
         return
     with_transcript: set[str] = set()
-    for entry in _entries(os.path.join(root.path, BRAIN), root, problems):
+    for entry in listed(root, os.path.join(root.path, BRAIN), problems):
         try:
             path = transcript_of(entry.path) if entry.is_dir() else None
             st = os.stat(path) if path is not None else None
@@ -290,7 +279,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
             yield Found(path, root.agent, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, "lines")
     with_db: set[str] = set()
     legacy: list[os.DirEntry[str]] = []
-    for entry in _entries(os.path.join(root.path, CONVERSATIONS), root, problems):
+    for entry in listed(root, os.path.join(root.path, CONVERSATIONS), problems):
         stem, ext = os.path.splitext(entry.name)
         if ext == ".pb":
             legacy.append(entry)
@@ -301,7 +290,7 @@ def discover(root: Root, problems: list[RootProblem], dirs: dict[str, int] | Non
             st = entry.stat()
             yield Found(entry.path, root.agent, st.st_dev, st.st_ino, st.st_size, store.change_stamp(entry.path),
                         "whole")
-    legacy += [e for e in _entries(os.path.join(root.path, IMPLICIT), root, problems) if e.name.endswith(".pb")]
+    legacy += [e for e in listed(root, os.path.join(root.path, IMPLICIT), problems) if e.name.endswith(".pb")]
     for entry in legacy:
         stem = os.path.splitext(entry.name)[0]
         superseded = stem in with_transcript or (stem in with_db and os.path.basename(os.path.dirname(entry.path))
